@@ -131,6 +131,9 @@ int msg_decoder_feed(msg_decoder_t *d,
                      msg_decoder_f cb,
                      void *arg,
                      eddy_error_t *err);
+/* Change the largest frame accepted (0 = MSG_FRAME_MAX) for frames whose
+ * header has not been seen yet, e.g. raise it once a peer authenticated. */
+void msg_decoder_set_max_frame(msg_decoder_t *d, size_t max_frame);
 /* Bytes of an incomplete frame currently buffered. */
 size_t msg_decoder_pending(const msg_decoder_t *d);
 

@@ -1,0 +1,774 @@
+/* eddy start - start an instance and run a command (or a shell) in it.
+ *
+ * With --test-size=N all N brokers run on this host: eddy start makes the
+ * run directory and the instance key, binds a loopback listening socket for
+ * every broker that has children (so no port is ever guessed), spawns the
+ * brokers with those sockets inherited, waits for rank 0 to report the
+ * whole tree ready, runs CMD with EDDY_URI set, then shuts the instance
+ * down and reaps every broker.
+ *
+ * With --hosts=FILE --rank=R it starts the one broker of this host from a
+ * static hosts file (run it on every host); rank 0 then runs CMD.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "src/common/topology.h"
+
+extern char **environ;
+
+static const char *const usage_text =
+    "Usage: eddy start [OPTIONS] [CMD [ARG...]]\n"
+    "\n"
+    "Start an eddy instance, run CMD in it (default: an interactive $SHELL)\n"
+    "with EDDY_URI set, then shut the instance down and exit with CMD's\n"
+    "exit status (1 if CMD succeeded but a broker failed).\n"
+    "\n"
+    "  -s, --test-size=N     run N brokers on this host (default 1)\n"
+    "  -k, --fanout=K        tree fanout (default 2)\n"
+    "      --hosts=FILE      static hosts file (lines: RANK HOST ADDR:PORT);\n"
+    "                        start this host's broker only (needs --rank)\n"
+    "      --rank=R          this host's rank in --hosts\n"
+    "      --key=FILE        instance key (64 hex digits, mode 0600);\n"
+    "                        required with --hosts, made anew otherwise\n"
+    "      --write-key=FILE  write a new instance key to FILE and exit\n"
+    "      --rundir=DIR      run directory (default: a new one in $TMPDIR)\n"
+    "  -o, --broker-opt=OPT  pass OPT to every broker (repeatable),\n"
+    "                        e.g. -o --heartbeat=0.5\n"
+    "      --wrap=ARGS       run each broker under ARGS (comma separated),\n"
+    "                        e.g. --wrap=valgrind,--error-exitcode=99\n"
+    "      --timeout=S       give up if the instance is not ready in S\n"
+    "                        seconds (default 60)\n"
+    "  -v, --verbose         say how long startup and shutdown took\n";
+
+/* How long brokers get to exit after a shutdown request, before SIGKILL. */
+#define SHUTDOWN_GRACE 15.0
+#define MAX_BROKER_OPTS 32
+#define MAX_WRAP_ARGS 32
+
+struct broker_proc {
+    pid_t pid;
+    int listen_fd; /* -1 for a leaf */
+    int port;
+    int status;    /* wait status once reaped */
+    bool reaped;
+};
+
+struct start {
+    unsigned long size;
+    unsigned long fanout;
+    unsigned long rank;   /* --hosts: this host's rank */
+    const char *hosts;
+    const char *keyfile;
+    char *rundir;
+    bool own_rundir;      /* we made it, so we remove it */
+    const char *broker_opts[MAX_BROKER_OPTS];
+    int nbroker_opts;
+    char *wrap[MAX_WRAP_ARGS];
+    int nwrap;
+    char *wrapbuf;
+    double timeout;
+    bool verbose;
+    char broker_path[PATH_MAX];
+    struct broker_proc *procs;
+    unsigned long nprocs;
+    pid_t first_rank;     /* the rank of procs[0] */
+};
+
+static volatile sig_atomic_t got_term;
+
+static void on_term(int sig)
+{
+    got_term = sig;
+}
+
+static unsigned long parse_ulong(const char *what, const char *s,
+                                 unsigned long min, unsigned long max)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *end != '\0' || errno || v < min || v > max)
+        cmd_die("start", "%s '%s' must be a number from %lu to %lu", what, s,
+                min, max);
+    return v;
+}
+
+/* The broker lives beside this executable (build tree and install alike);
+ * $EDDY_BROKER overrides, e.g. for a broker under a debugger. */
+static void find_broker(struct start *st)
+{
+    const char *env = getenv("EDDY_BROKER");
+    char self[PATH_MAX];
+    ssize_t n;
+    char *slash;
+
+    if (env) {
+        snprintf(st->broker_path, sizeof(st->broker_path), "%s", env);
+        return;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        if ((slash = strrchr(self, '/'))) {
+            *slash = '\0';
+            snprintf(st->broker_path, sizeof(st->broker_path),
+                     "%s/eddy-broker", self);
+            if (access(st->broker_path, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(st->broker_path, sizeof(st->broker_path), "eddy-broker");
+}
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    while ((e = readdir(d))) {
+        char sub[PATH_MAX];
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+        if (e->d_type == DT_DIR)
+            remove_tree(sub);
+        else
+            unlink(sub);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static int write_key(const char *path)
+{
+    unsigned char key[32];
+    char hex[65];
+    int fd;
+    ssize_t n;
+
+    if (sodium_init() < 0)
+        return -1;
+    randombytes_buf(key, sizeof(key));
+    sodium_bin2hex(hex, sizeof(hex), key, sizeof(key));
+    sodium_memzero(key, sizeof(key));
+    hex[64] = '\n';
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    n = write(fd, hex, sizeof(hex));
+    sodium_memzero(hex, sizeof(hex));
+    if (n != (ssize_t)sizeof(hex) || close(fd) < 0) {
+        int saved = errno ? errno : EIO;
+        unlink(path);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+static void make_rundir(struct start *st)
+{
+    const char *tmp = getenv("TMPDIR");
+    char path[PATH_MAX];
+
+    if (st->rundir) {
+        if (mkdir(st->rundir, 0700) < 0 && errno != EEXIST)
+            cmd_die("start", "cannot make run directory %s: %s", st->rundir,
+                    strerror(errno));
+        if (chmod(st->rundir, 0700) < 0)
+            cmd_die("start", "chmod %s: %s", st->rundir, strerror(errno));
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/eddy-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(path))
+        cmd_die("start", "cannot make a run directory in %s: %s",
+                tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    if (!(st->rundir = strdup(path)))
+        cmd_die("start", "out of memory");
+    st->own_rundir = true;
+}
+
+/* A loopback socket bound to a port the kernel picks, for a broker that has
+ * children.  The children learn the port from their --parent argument. */
+static int bind_loopback(int *port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0
+        || listen(fd, SOMAXCONN) < 0
+        || getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    *port = ntohs(sin.sin_port);
+    return fd;
+}
+
+static pid_t spawn_broker(struct start *st, unsigned long rank, int listen_fd,
+                          int parent_port, int ready_fd, pid_t pgid)
+{
+    char *argv[MAX_WRAP_ARGS + MAX_BROKER_OPTS + 16];
+    char a_rank[32], a_size[32], a_fanout[32], a_rundir[PATH_MAX + 16];
+    char a_parent[64], a_key[PATH_MAX + 16], a_hosts[PATH_MAX + 16];
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int ac = 0;
+    pid_t pid;
+    int rc;
+
+    for (int i = 0; i < st->nwrap; i++)
+        argv[ac++] = st->wrap[i];
+    argv[ac++] = st->broker_path;
+    snprintf(a_rank, sizeof(a_rank), "--rank=%lu", rank);
+    snprintf(a_rundir, sizeof(a_rundir), "--rundir=%s", st->rundir);
+    snprintf(a_fanout, sizeof(a_fanout), "--fanout=%lu", st->fanout);
+    argv[ac++] = a_rank;
+    argv[ac++] = a_rundir;
+    argv[ac++] = a_fanout;
+    if (st->hosts) {
+        snprintf(a_hosts, sizeof(a_hosts), "--hosts=%s", st->hosts);
+        argv[ac++] = a_hosts;
+    } else {
+        snprintf(a_size, sizeof(a_size), "--size=%lu", st->size);
+        argv[ac++] = a_size;
+    }
+    if (st->keyfile) {
+        snprintf(a_key, sizeof(a_key), "--key=%s", st->keyfile);
+        argv[ac++] = a_key;
+    }
+    if (listen_fd >= 0)
+        argv[ac++] = (char *)"--listen-fd=3";
+    if (parent_port > 0) {
+        snprintf(a_parent, sizeof(a_parent), "--parent=127.0.0.1:%d",
+                 parent_port);
+        argv[ac++] = a_parent;
+    }
+    if (ready_fd >= 0)
+        argv[ac++] = (char *)"--ready-fd=4";
+    for (int i = 0; i < st->nbroker_opts; i++)
+        argv[ac++] = (char *)st->broker_opts[i];
+    argv[ac] = NULL;
+
+    posix_spawn_file_actions_init(&fa);
+    if (listen_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, listen_fd, 3);
+    if (ready_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, ready_fd, 4);
+    /* All brokers share one process group of their own, so a Ctrl-C at the
+     * terminal reaches the command, not the brokers. */
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, pgid);
+    rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    return pid;
+}
+
+static struct broker_proc *proc_by_pid(struct start *st, pid_t pid,
+                                       unsigned long *rank)
+{
+    for (unsigned long i = 0; i < st->nprocs; i++) {
+        if (st->procs[i].pid == pid) {
+            *rank = st->first_rank + i;
+            return &st->procs[i];
+        }
+    }
+    return NULL;
+}
+
+static void describe_status(int status, char *buf, size_t size)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, size, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, size, "wait status 0x%x", status);
+}
+
+/* Reap a broker and say so if it did not end cleanly. */
+static void note_broker_exit(struct start *st, pid_t pid, int status)
+{
+    unsigned long rank;
+    struct broker_proc *p = proc_by_pid(st, pid, &rank);
+    char why[128];
+
+    if (!p)
+        return;
+    p->reaped = true;
+    p->status = status;
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        describe_status(status, why, sizeof(why));
+        cmd_warn("start", "broker rank %lu (pid %d) %s", rank, (int)pid, why);
+    }
+}
+
+static unsigned long brokers_alive(struct start *st)
+{
+    unsigned long n = 0;
+    for (unsigned long i = 0; i < st->nprocs; i++)
+        if (st->procs[i].pid > 0 && !st->procs[i].reaped)
+            n++;
+    return n;
+}
+
+static void reap_nohang(struct start *st)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        note_broker_exit(st, pid, status);
+}
+
+static void signal_brokers(struct start *st, int sig)
+{
+    for (unsigned long i = 0; i < st->nprocs; i++)
+        if (st->procs[i].pid > 0 && !st->procs[i].reaped)
+            kill(st->procs[i].pid, sig);
+}
+
+/* Wait up to 'timeout' seconds for every broker to exit. */
+static bool wait_brokers(struct start *st, double timeout)
+{
+    double deadline = cmd_now() + timeout;
+
+    while (brokers_alive(st) > 0) {
+        reap_nohang(st);
+        if (brokers_alive(st) == 0)
+            break;
+        if (cmd_now() > deadline)
+            return false;
+        usleep(2000);
+    }
+    return true;
+}
+
+/* Block until rank 0 writes "ready" on the pipe (the whole tree is up), a
+ * broker dies first, or the timeout passes. */
+static int wait_ready(struct start *st, int fd)
+{
+    double deadline = cmd_now() + st->timeout;
+    char buf[16];
+    size_t got = 0;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ms = (int)((deadline - cmd_now()) * 1000);
+        ssize_t n;
+
+        if (ms <= 0) {
+            cmd_warn("start", "instance not ready after %.0f s", st->timeout);
+            return -1;
+        }
+        if (poll(&pfd, 1, ms > 100 ? 100 : ms) < 0 && errno != EINTR)
+            return -1;
+        if (got_term)
+            return -1;
+        if (pfd.revents) {
+            n = read(fd, buf + got, sizeof(buf) - 1 - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                cmd_warn("start", "rank 0 exited before the instance was "
+                                  "ready");
+                return -1;
+            }
+            got += (size_t)n;
+            buf[got] = '\0';
+            if (strstr(buf, "ready"))
+                return 0;
+        }
+        /* A broker that fails at startup (bad key, port clash) would leave
+         * rank 0 waiting for its subtree forever: notice and give up. */
+        reap_nohang(st);
+        for (unsigned long i = 0; i < st->nprocs; i++)
+            if (st->procs[i].reaped)
+                return -1;
+    }
+}
+
+static void show_log_tail(struct start *st, unsigned long rank)
+{
+    char path[PATH_MAX], line[1024];
+    char *lines[10] = {0};
+    int n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/broker-%lu.log", st->rundir, rank);
+    if (!(f = fopen(path, "r")))
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        free(lines[n % 10]);
+        lines[n % 10] = strdup(line);
+        n++;
+    }
+    fclose(f);
+    fprintf(stderr, "eddy start: last lines of %s:\n", path);
+    for (int i = n > 10 ? n - 10 : 0; i < n; i++)
+        fprintf(stderr, "  %s", lines[i % 10] ? lines[i % 10] : "\n");
+    for (int i = 0; i < 10; i++)
+        free(lines[i]);
+}
+
+static bool broker_failed(const struct broker_proc *p)
+{
+    return p->pid > 0
+           && (!p->reaped
+               || !(WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0));
+}
+
+/* Ask rank 0 to shut the instance down; fall back to signals. */
+static void shutdown_instance(struct start *st, bool *clean)
+{
+    char uri[PATH_MAX + 32];
+    eddy_error_t err;
+    eddy_t *h;
+    eddy_future_t *f = NULL;
+    bool asked = false;
+
+    reap_nohang(st);
+    snprintf(uri, sizeof(uri), "local://%s/local-0", st->rundir);
+    if (st->first_rank == 0 && st->nprocs > 0 && !st->procs[0].reaped
+        && (h = eddy_open(uri, 0, &err))) {
+        f = eddy_rpc(h, "broker.shutdown", 0, 0, NULL, NULL, 0);
+        if (f && eddy_future_wait_for(f, 5.0) == 0
+            && eddy_rpc_get(f, NULL) == 0)
+            asked = true;
+        eddy_future_destroy(f);
+        eddy_close(h);
+    }
+    if (!asked) {
+        if (st->first_rank == 0)
+            cmd_warn("start", "rank 0 did not take the shutdown request; "
+                              "sending SIGTERM to every broker");
+        signal_brokers(st, SIGTERM);
+    }
+    if (!wait_brokers(st, SHUTDOWN_GRACE)) {
+        cmd_warn("start", "%lu broker(s) still running %.0f s after "
+                          "shutdown: killing them",
+                 brokers_alive(st), SHUTDOWN_GRACE);
+        signal_brokers(st, SIGKILL);
+        wait_brokers(st, 5.0);
+        *clean = false;
+    }
+    for (unsigned long i = 0; i < st->nprocs; i++) {
+        if (broker_failed(&st->procs[i])) {
+            *clean = false;
+            show_log_tail(st, st->first_rank + i);
+        }
+    }
+}
+
+/* Run CMD (or $SHELL) with EDDY_URI set; return its wait status. */
+static int run_command(struct start *st, int argc, char **argv)
+{
+    char uri[PATH_MAX + 32];
+    const char *shell = getenv("SHELL");
+    char *shargv[] = {(char *)(shell && *shell ? shell : "/bin/sh"), NULL};
+    char **cmdv = argc > 0 ? argv : shargv;
+    struct sigaction sa = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    int status = 0;
+    pid_t pid, w;
+
+    snprintf(uri, sizeof(uri), "local://%s/local-0", st->rundir);
+    setenv("EDDY_URI", uri, 1);
+    /* Like a shell, leave Ctrl-C to the command while it runs. */
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGQUIT, &sa, &old_quit);
+    if ((pid = fork()) < 0)
+        cmd_die("start", "fork: %s", strerror(errno));
+    if (pid == 0) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGQUIT, &old_quit, NULL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(cmdv[0], cmdv);
+        fprintf(stderr, "eddy start: cannot run %s: %s\n", cmdv[0],
+                strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    for (;;) {
+        w = waitpid(-1, &status, 0);
+        if (w == pid)
+            break;
+        if (w > 0) {
+            unsigned long rank;
+            note_broker_exit(st, w, status);
+            /* Without rank 0 there is no instance: end the command. */
+            if (proc_by_pid(st, w, &rank) && rank == 0) {
+                cmd_warn("start", "the instance shut down while the command "
+                                  "was running: sending it SIGTERM");
+                kill(pid, SIGTERM);
+            }
+            continue;
+        }
+        if (errno == EINTR && got_term) {
+            kill(pid, got_term);
+            got_term = 0;
+            continue;
+        }
+        if (errno != EINTR)
+            break;
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    return status;
+}
+
+static void parse_wrap(struct start *st, const char *arg)
+{
+    char *save = NULL, *tok;
+
+    free(st->wrapbuf);
+    if (!(st->wrapbuf = strdup(arg)))
+        cmd_die("start", "out of memory");
+    st->nwrap = 0;
+    for (tok = strtok_r(st->wrapbuf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (st->nwrap == MAX_WRAP_ARGS)
+            cmd_die("start", "--wrap: more than %d arguments", MAX_WRAP_ARGS);
+        st->wrap[st->nwrap++] = tok;
+    }
+}
+
+static void parse_args(struct start *st, int argc, char **argv)
+{
+    enum { OPT_HOSTS = 256, OPT_RANK, OPT_KEY, OPT_WRITE_KEY, OPT_RUNDIR,
+           OPT_WRAP, OPT_TIMEOUT };
+    static const struct option opts[] = {
+        {"test-size", required_argument, NULL, 's'},
+        {"fanout", required_argument, NULL, 'k'},
+        {"hosts", required_argument, NULL, OPT_HOSTS},
+        {"rank", required_argument, NULL, OPT_RANK},
+        {"key", required_argument, NULL, OPT_KEY},
+        {"write-key", required_argument, NULL, OPT_WRITE_KEY},
+        {"rundir", required_argument, NULL, OPT_RUNDIR},
+        {"broker-opt", required_argument, NULL, 'o'},
+        {"wrap", required_argument, NULL, OPT_WRAP},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"verbose", no_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
+    };
+    bool have_rank = false, have_size = false;
+    char *end;
+    int c;
+
+    while ((c = getopt_long(argc, argv, "+s:k:o:v", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            st->size = parse_ulong("test size", optarg, 1, 4096);
+            have_size = true;
+            break;
+        case 'k':
+            st->fanout = parse_ulong("fanout", optarg, 1, 1024);
+            break;
+        case OPT_HOSTS:
+            st->hosts = optarg;
+            break;
+        case OPT_RANK:
+            st->rank = parse_ulong("rank", optarg, 0, 1u << 20);
+            have_rank = true;
+            break;
+        case OPT_KEY:
+            st->keyfile = optarg;
+            break;
+        case OPT_WRITE_KEY:
+            if (write_key(optarg) < 0)
+                cmd_die("start", "cannot write key %s: %s", optarg,
+                        strerror(errno));
+            exit(0);
+        case OPT_RUNDIR:
+            st->rundir = optarg;
+            break;
+        case 'o':
+            if (st->nbroker_opts == MAX_BROKER_OPTS)
+                cmd_die("start", "more than %d --broker-opt", MAX_BROKER_OPTS);
+            st->broker_opts[st->nbroker_opts++] = optarg;
+            break;
+        case OPT_WRAP:
+            parse_wrap(st, optarg);
+            break;
+        case OPT_TIMEOUT:
+            st->timeout = strtod(optarg, &end);
+            if (*optarg == '\0' || *end != '\0' || !(st->timeout > 0))
+                cmd_die("start", "timeout '%s' is not a number of seconds",
+                        optarg);
+            break;
+        case 'v':
+            st->verbose = true;
+            break;
+        default:
+            fputs(usage_text, stderr);
+            exit(1);
+        }
+    }
+    if (st->hosts && have_size)
+        cmd_die("start", "--hosts and --test-size exclude each other");
+    if (st->hosts && !have_rank)
+        cmd_die("start", "--hosts needs --rank (this host's rank)");
+    if (!st->hosts && have_rank)
+        cmd_die("start", "--rank goes with --hosts");
+    if (st->hosts && !st->keyfile)
+        cmd_die("start", "--hosts needs --key=FILE (the same key on every "
+                         "host; make one with --write-key=FILE)");
+    if (st->keyfile && access(st->keyfile, R_OK) < 0)
+        cmd_die("start", "key file %s: %s", st->keyfile, strerror(errno));
+}
+
+static int start_run(int argc, char **argv)
+{
+    struct start st = {.size = 1, .fanout = 2, .timeout = 60};
+    struct sigaction sa = {.sa_handler = on_term};
+    int pipefds[2] = {-1, -1};
+    int status = 0, rc;
+    bool clean = true;
+    char keypath[PATH_MAX];
+    double t0 = cmd_now(), t1, t2;
+    pid_t pgid = 0;
+
+    /* 1. options, the broker program and the run directory */
+    parse_args(&st, argc, argv);
+    find_broker(&st);
+    make_rundir(&st);
+    if (!st.keyfile) {
+        snprintf(keypath, sizeof(keypath), "%s/key", st.rundir);
+        if (write_key(keypath) < 0)
+            cmd_die("start", "cannot write key %s: %s", keypath,
+                    strerror(errno));
+        st.keyfile = keypath;
+    }
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    /* 2. listening sockets and the readiness pipe */
+    st.first_rank = st.hosts ? (pid_t)st.rank : 0;
+    st.nprocs = st.hosts ? 1 : st.size;
+    if (!(st.procs = calloc(st.nprocs, sizeof(st.procs[0]))))
+        cmd_die("start", "out of memory");
+    for (unsigned long i = 0; i < st.nprocs; i++) {
+        st.procs[i].listen_fd = -1;
+        if (!st.hosts && topo_nchildren((uint32_t)i, (uint32_t)st.size,
+                                        (uint32_t)st.fanout) > 0) {
+            st.procs[i].listen_fd = bind_loopback(&st.procs[i].port);
+            if (st.procs[i].listen_fd < 0)
+                cmd_die("start", "cannot listen on 127.0.0.1: %s",
+                        strerror(errno));
+        }
+    }
+    if (st.first_rank == 0 && pipe2(pipefds, O_CLOEXEC) < 0)
+        cmd_die("start", "pipe: %s", strerror(errno));
+
+    /* 3. spawn the brokers */
+    for (unsigned long i = 0; i < st.nprocs; i++) {
+        uint32_t parent = topo_parent((uint32_t)i, (uint32_t)st.fanout);
+        int pport = (!st.hosts && parent != TOPO_NONE)
+                        ? st.procs[parent].port : 0;
+        pid_t pid = spawn_broker(&st, st.first_rank + i, st.procs[i].listen_fd,
+                                 pport, i == 0 ? pipefds[1] : -1, pgid);
+        if (pid < 0) {
+            cmd_warn("start", "cannot run %s: %s", st.broker_path,
+                     strerror(errno));
+            clean = false;
+            break;
+        }
+        st.procs[i].pid = pid;
+        if (pgid == 0)
+            pgid = pid;
+        if (st.procs[i].listen_fd >= 0)
+            close(st.procs[i].listen_fd);
+    }
+    if (pipefds[1] >= 0)
+        close(pipefds[1]);
+
+    /* 4. wait for the whole tree, run the command, shut down */
+    if (clean && st.first_rank == 0) {
+        if (wait_ready(&st, pipefds[0]) < 0) {
+            clean = false;
+        } else {
+            t1 = cmd_now();
+            if (st.verbose)
+                fprintf(stderr, "eddy start: %lu brokers ready in %.3f s\n",
+                        st.hosts ? 1 : st.size, t1 - t0);
+            status = run_command(&st, argc - optind, argv + optind);
+        }
+    } else if (clean) {
+        /* Not rank 0: serve until the instance shuts down. */
+        while (brokers_alive(&st) > 0) {
+            int ws;
+            pid_t w = waitpid(-1, &ws, 0);
+            if (w > 0)
+                note_broker_exit(&st, w, ws);
+            else if (errno == EINTR && got_term)
+                signal_brokers(&st, got_term), got_term = 0;
+            else if (errno != EINTR)
+                break;
+        }
+    }
+    t1 = cmd_now();
+    shutdown_instance(&st, &clean);
+    t2 = cmd_now();
+    if (st.verbose)
+        fprintf(stderr, "eddy start: shutdown took %.3f s\n", t2 - t1);
+    if (pipefds[0] >= 0)
+        close(pipefds[0]);
+
+    /* 5. clean up and report */
+    if (st.own_rundir)
+        remove_tree(st.rundir);
+    if (st.own_rundir)
+        free(st.rundir);
+    free(st.procs);
+    free(st.wrapbuf);
+    if (WIFEXITED(status))
+        rc = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        rc = 128 + WTERMSIG(status);
+    else
+        rc = 1;
+    if (rc == 0 && !clean)
+        rc = 1;
+    return rc;
+}
+
+const struct cmd cmd_start = {
+    .name = "start",
+    .summary = "start an instance and run a command in it",
+    .usage = usage_text,
+    .run = start_run,
+};

@@ -1,0 +1,210 @@
+/* lib.h - libeddy internals shared by its source files (not installed).
+ *
+ * Lifecycle of a handle (handle.c):
+ *  1. eddy_open() connects a unix socket synchronously, wraps it in a
+ *     msgconn on a private uv loop and runs that loop until the broker's
+ *     greeting arrives.
+ *  2. Responses are routed by matchtag through 'tags' (tagtab.c) to their
+ *     future (future.c), which queues them.
+ *  3. Futures whose continuation must run are put on 'pending'; an async
+ *     handle wakes the loop (and makes eddy_get_fd() readable) to run them
+ *     from a fresh loop iteration, never from inside an API call.
+ *  4. Losing the connection fails every unfinished future with ENOTCONN.
+ *  5. eddy_close() drops the connection, frees every future, closes every
+ *     libuv handle and runs the loop until their close callbacks are done.
+ *
+ * Invariants:
+ *  - a future is in 'tags' iff it is waiting for responses
+ *    (registered == true), which implies conn != NULL;
+ *  - a future is ready iff it timed out, has a queued response, or has a
+ *    terminal errnum (ENODATA once its last response was consumed);
+ *  - the pipe is referenced (keeps uv_run() going) only while some RPC
+ *    awaits a response, and the async handle only while continuations are
+ *    pending, so uv_run(UV_RUN_DEFAULT) returns once all work is done.
+ */
+#ifndef EDDY_LIB_LIB_H
+#define EDDY_LIB_LIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "eddy/core.h"
+#include "src/common/msg.h"
+#include "src/common/msgconn.h"
+
+/* Internal symbols must not leak out of libeddy.so. */
+#define LIB_INTERNAL __attribute__((visibility("hidden")))
+
+/* Circular doubly linked list with a sentinel head: unlinking needs no
+ * knowledge of which list an entry is on. */
+struct link {
+    struct link *prev, *next;
+};
+
+#define link_entry(ptr, type, member) \
+    ((type *)((char *)(ptr) - offsetof(type, member)))
+
+static inline void link_init(struct link *l)
+{
+    l->prev = l->next = l;
+}
+
+static inline bool link_empty(const struct link *head)
+{
+    return head->next == head;
+}
+
+static inline void link_add_tail(struct link *head, struct link *l)
+{
+    l->prev = head->prev;
+    l->next = head;
+    head->prev->next = l;
+    head->prev = l;
+}
+
+static inline void link_del(struct link *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    link_init(l);
+}
+
+/* Move every entry of 'from' to the (empty) list 'to'. */
+static inline void link_splice(struct link *from, struct link *to)
+{
+    link_init(to);
+    if (link_empty(from))
+        return;
+    to->next = from->next;
+    to->prev = from->prev;
+    to->next->prev = to;
+    to->prev->next = to;
+    link_init(from);
+}
+
+/* Matchtag -> future map (open addressing, linear probing, backward-shift
+ * deletion).  Key 0 is never a valid matchtag and marks an empty slot. */
+struct tagtab {
+    uint32_t *keys;
+    void **vals;
+    uint32_t bits; /* capacity is 1 << bits (0 bits: not allocated) */
+    size_t count;
+};
+
+LIB_INTERNAL void tagtab_init(struct tagtab *t);
+LIB_INTERNAL void tagtab_release(struct tagtab *t);
+/* The value for 'key', or NULL. */
+LIB_INTERNAL void *tagtab_get(const struct tagtab *t, uint32_t key);
+/* Insert (key must not be present, must not be 0).  -1 with ENOMEM. */
+LIB_INTERNAL int tagtab_put(struct tagtab *t, uint32_t key, void *val);
+/* Remove 'key' if present. */
+LIB_INTERNAL void tagtab_del(struct tagtab *t, uint32_t key);
+/* Remove everything (keeps the memory). */
+LIB_INTERNAL void tagtab_clear(struct tagtab *t);
+
+struct eddy {
+    uv_loop_t *loop;
+    msgconn_t *conn;    /* NULL once the connection is gone */
+    uv_pipe_t *pipe;    /* the stream under 'conn' (owned by it), or NULL */
+    uv_async_t *wakeup; /* runs pending continuations */
+    uv_timer_t *timer;  /* deadline for eddy_open()/eddy_future_wait_for() */
+    char *uri;
+    bool trace;
+
+    /* from the greeting */
+    bool greeted;
+    uint32_t rank;
+    uint32_t size;
+
+    /* why eddy_open() failed, set by the connection callbacks */
+    int open_errnum;
+    eddy_error_t open_err;
+
+    /* why the connection was lost ("" while connected) */
+    char lost_reason[200];
+
+    uint32_t next_tag;
+    struct tagtab tags;
+    struct link futures; /* every live future */
+    struct link pending; /* futures whose continuation must run */
+    int depth;           /* > 0 while inside one of our callbacks */
+};
+
+struct eddy_future {
+    eddy_t *h;
+    struct link all;    /* in h->futures */
+    struct link notify; /* in h->pending (or a batch being run) */
+    bool queued;        /* 'notify' is linked */
+
+    char *topic;
+    uint32_t rank;
+    uint32_t matchtag;
+    int flags;          /* EDDY_RPC_* */
+    bool registered;    /* in h->tags, expecting responses */
+    bool finished;      /* no more responses will be queued */
+
+    msg_t **q;          /* ring of queued responses; q[qhead] is current */
+    size_t qhead, qlen, qcap;
+
+    int term_errnum;    /* seen once the queue is empty (ENODATA, ...) */
+    char *term_text;    /* NULL: strerror(term_errnum) */
+    bool timed_out;     /* the continuation's timeout expired: sticky */
+
+    char *json;         /* cached text of the current body */
+    json_t *empty;      /* {} for unpacking bodiless responses */
+    char proto_err[256]; /* why the last unpack failed */
+
+    eddy_continuation_f cb;
+    void *cb_arg;
+    double cb_timeout;
+    uv_timer_t *cb_timer;
+    bool notified;      /* cb ran for the current state; wait for reset */
+    bool in_cb;
+    bool destroy_pending;
+};
+
+/* future.c */
+
+/* A new future for an RPC (not yet registered).  NULL with ENOMEM. */
+LIB_INTERNAL eddy_future_t *fut_create(eddy_t *h,
+                                       const char *topic,
+                                       uint32_t rank,
+                                       int flags);
+/* Free a future at once (caller made sure no callback of it is running).
+ * Sends a cancel for an unfinished stream if still connected. */
+LIB_INTERNAL void fut_free(eddy_future_t *f);
+LIB_INTERNAL bool fut_ready(const eddy_future_t *f);
+/* Route a response to its future (steals 'msg'). */
+LIB_INTERNAL void fut_deliver(eddy_future_t *f, msg_t *msg);
+/* End a future with a terminal error (no more responses).  'text' may be
+ * NULL for strerror(errnum). */
+LIB_INTERNAL void fut_fail(eddy_future_t *f, int errnum, const char *text);
+/* Queue a response without going through the matchtag table (used for
+ * NORESPONSE requests).  Steals 'msg'.  -1 with ENOMEM. */
+LIB_INTERNAL int fut_push(eddy_future_t *f, msg_t *msg);
+/* Run the loop until 'f' is ready: 0, or -1 with errno EDEADLK, ETIMEDOUT
+ * or ENOTCONN (nothing can ever make it ready). */
+LIB_INTERNAL int fut_wait(eddy_future_t *f, double timeout);
+/* Run the continuations of every future queued so far (async callback). */
+LIB_INTERNAL void fut_run_pending(eddy_t *h);
+
+/* handle.c */
+
+/* Register 'f' under a fresh matchtag.  -1 with ENOMEM. */
+LIB_INTERNAL int handle_register(eddy_t *h, eddy_future_t *f);
+LIB_INTERNAL void handle_unregister(eddy_t *h, eddy_future_t *f);
+/* Run the loop once (UV_RUN_ONCE) until '*done' or the timeout ('timeout'
+ * < 0: none) expires.  0 when done; -1 ETIMEDOUT; -1 ENOTCONN/EDEADLK
+ * when nothing left in the loop could ever set '*done'. */
+LIB_INTERNAL int handle_run_until(eddy_t *h,
+                                  bool (*done)(void *arg),
+                                  void *arg,
+                                  double timeout);
+/* Milliseconds for a timeout in seconds, rounded up, capped. */
+LIB_INTERNAL uint64_t timeout_ms(double seconds);
+/* uv_close() callback that frees a malloc'ed handle. */
+LIB_INTERNAL void free_handle_cb(uv_handle_t *handle);
+
+#endif /* !EDDY_LIB_LIB_H */
