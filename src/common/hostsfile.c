@@ -98,8 +98,8 @@ static bool is_alnum(char c)
 }
 
 /* Decimal digits only, at most 'maxdigits' of them, value <= max. */
-static int parse_uint(const char *p, size_t len, size_t maxdigits,
-                      uint32_t max, uint32_t *value)
+static int parse_uint(
+    const char *p, size_t len, size_t maxdigits, uint32_t max, uint32_t *value)
 {
     uint32_t v = 0;
 
@@ -309,11 +309,9 @@ static int parse_line(struct parser *ps,
     }
     if (parse_uint(colon + 1, tok[2].len - alen - 1, 5, 65535, &port) < 0) {
         errno = EINVAL;
-        return errprintf(err,
-                         "line %u: port '%s' is not a number in 0..65535",
+        return errprintf(err, "line %u: port '%s' is not a number in 0..65535",
                          lineno,
-                         quote(q, sizeof(q), colon + 1,
-                               tok[2].len - alen - 1));
+                         quote(q, sizeof(q), colon + 1, tok[2].len - alen - 1));
     }
     if (grow(ps, rank) < 0)
         return errprintf(err, "line %u: out of memory", lineno);
@@ -323,8 +321,8 @@ static int parse_line(struct parser *ps,
         return errprintf(err, "line %u: rank %u already given on line %u",
                          lineno, rank, e->line);
     }
-    if (!(e->host = dupn(tok[1].p, tok[1].len))
-        || !(e->addr = dupn(tok[2].p, alen))) {
+    if (!(e->host = dupn(tok[1].p, tok[1].len)) ||
+        !(e->addr = dupn(tok[2].p, alen))) {
         /* parser_release() frees a half-filled entry. */
         errno = ENOMEM;
         return errprintf(err, "line %u: out of memory", lineno);

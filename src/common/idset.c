@@ -171,8 +171,8 @@ uint32_t idset_last(const idset_t *s)
         return IDSET_INVALID;
     for (size_t w = s->nwords; w-- > 0;) {
         if (s->words[w])
-            return (uint32_t)(w * WORD_BITS) + 63u
-                   - (uint32_t)__builtin_clzll(s->words[w]);
+            return (uint32_t)(w * WORD_BITS) + 63u -
+                   (uint32_t)__builtin_clzll(s->words[w]);
     }
     return IDSET_INVALID;
 }
@@ -302,8 +302,7 @@ idset_t *idset_decode(const char *str, eddy_error_t *err)
                 goto error;
             }
             hi = lo;
-        }
-        else {
+        } else {
             if (parse_id(p, dash, &lo) < 0) {
                 errno = EINVAL;
                 errprintf(err, "idset '%s': '%s' is not a number", qs, qt);
@@ -317,8 +316,8 @@ idset_t *idset_decode(const char *str, eddy_error_t *err)
         }
         if (lo >= IDSET_ID_MAX || hi >= IDSET_ID_MAX) {
             errno = ERANGE;
-            errprintf(err, "idset '%s': '%s' is too large (ids stop at %u)",
-                      qs, qt, IDSET_ID_MAX - 1);
+            errprintf(err, "idset '%s': '%s' is too large (ids stop at %u)", qs,
+                      qt, IDSET_ID_MAX - 1);
             goto error;
         }
         if (hi < lo) {

@@ -137,8 +137,7 @@ static void store(logbuf_t *lb, double t, int level, const char *text)
     if (lb->count < lb->capacity) {
         slot = &lb->ring[(lb->head + lb->count) % lb->capacity];
         lb->count++;
-    }
-    else {
+    } else {
         /* Full: the oldest slot becomes the newest. */
         slot = &lb->ring[lb->head];
         lb->head = (lb->head + 1) % lb->capacity;

@@ -102,6 +102,33 @@ static size_t frame_size(const struct hdr *h)
            + h->payload_len;
 }
 
+/* Check the first 'n' (up to 4) header bytes, which can be judged alone:
+ * the stream decoder calls this as bytes trickle in, so a peer speaking
+ * another protocol is rejected at once rather than after 28 bytes. */
+static int check_prefix(const uint8_t *p, size_t n, eddy_error_t *err)
+{
+    if (n > 0 && p[0] != MSG_MAGIC) {
+        errno = EPROTO;
+        return errprintf(err, "msg: bad magic 0x%02x (expected 0x%02x)",
+                         p[0], MSG_MAGIC);
+    }
+    if (n > 1 && p[1] != MSG_VERSION) {
+        errno = EPROTO;
+        return errprintf(err, "msg: unsupported version %u (expected %u)",
+                         p[1], MSG_VERSION);
+    }
+    if (n > 2 && !valid_type(p[2])) {
+        errno = EPROTO;
+        return errprintf(err, "msg: unknown type %u", p[2]);
+    }
+    if (n > 3 && (p[3] & ~MSG_FLAG_MASK)) {
+        errno = EPROTO;
+        return errprintf(err, "msg: unknown flags 0x%02x in flags 0x%02x",
+                         p[3] & ~MSG_FLAG_MASK, p[3]);
+    }
+    return 0;
+}
+
 /* Check the fixed header at 'p' and fill 'h'.  Fields are checked in wire
  * order so the first bad one is the one reported. */
 static int parse_header(const uint8_t *p,
@@ -111,25 +138,8 @@ static int parse_header(const uint8_t *p,
 {
     uint16_t reserved;
 
-    if (p[0] != MSG_MAGIC) {
-        errno = EPROTO;
-        return errprintf(err, "msg: bad magic 0x%02x (expected 0x%02x)",
-                         p[0], MSG_MAGIC);
-    }
-    if (p[1] != MSG_VERSION) {
-        errno = EPROTO;
-        return errprintf(err, "msg: unsupported version %u (expected %u)",
-                         p[1], MSG_VERSION);
-    }
-    if (!valid_type(p[2])) {
-        errno = EPROTO;
-        return errprintf(err, "msg: unknown type %u", p[2]);
-    }
-    if (p[3] & ~MSG_FLAG_MASK) {
-        errno = EPROTO;
-        return errprintf(err, "msg: unknown flags 0x%02x in flags 0x%02x",
-                         p[3] & ~MSG_FLAG_MASK, p[3]);
-    }
+    if (check_prefix(p, 4, err) < 0)
+        return -1;
     h->type = p[2];
     h->flags = p[3];
     h->matchtag = get32(p + 4);
@@ -242,7 +252,7 @@ static int build_msg(const struct hdr *h,
             goto error;
         }
         o = json_loadb((const char *)body, h->body_len,
-                       JSON_REJECT_DUPLICATES, &jerr);
+                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
         if (!o) {
             errno = EPROTO;
             errprintf(err, "msg: body is not valid JSON: %s (offset %d)",
@@ -641,8 +651,11 @@ int msg_decoder_feed(msg_decoder_t *d,
             d->hdr_have += n;
             p += n;
             len -= n;
-            if (d->hdr_have < MSG_HEADER_SIZE)
+            if (d->hdr_have < MSG_HEADER_SIZE) {
+                if (check_prefix(d->hdrbuf, d->hdr_have, e) < 0)
+                    return decoder_fail(d, e);
                 break;
+            }
             if (decoder_start_frame(d, e) < 0)
                 return decoder_fail(d, e);
         }

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Enough variety to reach the error paths, small enough to run in well
  * under a second per target. */
 #define MUTATIONS_PER_INPUT 2000
-#define MAX_INPUT (1u << 20)
+#define REPLAY_MAX_INPUT (1u << 20)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -92,10 +92,10 @@ static int replay_file(const char *path)
         fprintf(stderr, "replay: %s: %s\n", path, strerror(errno));
         return -1;
     }
-    uint8_t *buf = malloc(MAX_INPUT);
+    uint8_t *buf = malloc(REPLAY_MAX_INPUT);
     if (!buf)
         abort();
-    size_t n = fread(buf, 1, MAX_INPUT, f);
+    size_t n = fread(buf, 1, REPLAY_MAX_INPUT, f);
     fclose(f);
     run_one(buf, n);
     mutate_and_run(buf, n);

@@ -19,8 +19,11 @@ static hostsfile_t *parse(const char *text, eddy_error_t *err)
     return hostsfile_parse(text, strlen(text), err);
 }
 
-static void check_entry(const hostsfile_t *hf, uint32_t rank,
-                        const char *host, const char *addr, int port)
+static void check_entry(const hostsfile_t *hf,
+                        uint32_t rank,
+                        const char *host,
+                        const char *addr,
+                        int port)
 {
     assert_non_null(hostsfile_host(hf, rank));
     assert_string_equal(hostsfile_host(hf, rank), host);
@@ -77,8 +80,8 @@ static void test_good_any_order_crlf_no_final_newline(void **state)
 static void test_good_single_and_not_nul_terminated(void **state)
 {
     /* The parser honours 'len' and needs no terminating NUL. */
-    static const char text[] = {'0', ' ', 'h', ' ', '1', '.', '2', '.',
-                                '3', '.', '4', ':', '9', 'X'};
+    static const char text[] = {'0', ' ', 'h', ' ', '1', '.', '2',
+                                '.', '3', '.', '4', ':', '9', 'X'};
     eddy_error_t err = {{0}};
     hostsfile_t *hf = hostsfile_parse(text, sizeof(text) - 1, &err);
 
@@ -155,10 +158,10 @@ static void test_bad_lines(void **state)
     char buf[256];
 
     /* Each bad line comes third, after two good ones and a comment. */
-#define BAD(line, errnum, msg)                                          \
-    do {                                                                \
-        snprintf(buf, sizeof(buf), "%s# c\n%s\n", ok2, line);           \
-        check_bad(buf, errnum, "line 4: " msg);                         \
+#define BAD(line, errnum, msg)                                                 \
+    do {                                                                       \
+        snprintf(buf, sizeof(buf), "%s# c\n%s\n", ok2, line);                  \
+        check_bad(buf, errnum, "line 4: " msg);                                \
     } while (0)
 
     BAD("2", EINVAL, "1 field, expected RANK HOST ADDR:PORT");
@@ -180,7 +183,8 @@ static void test_bad_lines(void **state)
     BAD("2 "
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
         " 1.1.1.3:1",
-        EINVAL, "host '" /* quoted, truncated to 40 characters */
+        EINVAL,
+        "host '" /* quoted, truncated to 40 characters */
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' is not a valid");
     BAD("2 c 1.1.1.3", EINVAL, "'1.1.1.3' is not ADDR:PORT");
     BAD("2 c 1.1.1:1", EINVAL, "address '1.1.1' is not an IPv4 address");

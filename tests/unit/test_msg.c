@@ -524,6 +524,21 @@ static void test_decoder_stays_failed(void **state)
     free(buf);
     msg_decoder_destroy(d);
     free_stream(stream);
+
+    /* Another protocol is refused from its first byte, not after a whole
+     * header's worth (a short probe must not hang the connection). */
+    d = msg_decoder_create(0);
+    errno = 0;
+    assert_int_equal(msg_decoder_feed(d, "G", 1, collect_cb, &c, &err), -1);
+    assert_int_equal(errno, EPROTO);
+    msg_decoder_destroy(d);
+    uint8_t v2[] = {MSG_MAGIC, 2};
+    d = msg_decoder_create(0);
+    errno = 0;
+    assert_int_equal(msg_decoder_feed(d, v2, 2, collect_cb, &c, &err), -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(err.text, "version 2"));
+    msg_decoder_destroy(d);
 }
 
 static void test_big_payload(void **state)

@@ -109,8 +109,8 @@ static void test_in_subtree(void **state)
 }
 
 /* Follow next hops from r to t; return the hop count. */
-static uint32_t walk(uint32_t r, uint32_t t, uint32_t size, uint32_t k,
-                     uint32_t limit)
+static uint32_t walk(
+    uint32_t r, uint32_t t, uint32_t size, uint32_t k, uint32_t limit)
 {
     uint32_t hops = 0;
 
@@ -216,8 +216,9 @@ static void test_overflow(void **state)
 
     /* Large ranks against the model, for several fanouts. */
     static const uint32_t ks[] = {2, 3, 8, 1000, 65536, UINT32_MAX};
-    static const uint32_t big[] = {0, 1, 2, 7, 1000, 65535, 0x7fffffffu,
-                                   0x80000000u, 0xfffffff0u, 0xfffffffeu};
+    static const uint32_t big[] = {
+        0,     1,           2,           7,           1000,
+        65535, 0x7fffffffu, 0x80000000u, 0xfffffff0u, 0xfffffffeu};
     for (size_t ki = 0; ki < NELEM(ks); ki++) {
         for (size_t a = 0; a < NELEM(big); a++) {
             for (size_t b = 0; b < NELEM(big); b++) {
@@ -229,8 +230,8 @@ static void test_overflow(void **state)
                 if (r == t)
                     assert_int_equal(h, r);
                 else if (ref_is_ancestor(r, t, k))
-                    assert_true(ref_parent(h, k) == r
-                                && ref_is_ancestor(h, t, k));
+                    assert_true(ref_parent(h, k) == r &&
+                                ref_is_ancestor(h, t, k));
                 else
                     assert_int_equal(h, ref_parent(r, k));
             }
@@ -247,8 +248,7 @@ static void test_huge_chain(void **state)
     assert_true(topo_in_subtree(5, UINT32_MAX - 1, 1));
     assert_false(topo_in_subtree(5, 4, 1));
     assert_int_equal(topo_next_hop(5, UINT32_MAX - 2, size, 1), 6);
-    assert_int_equal(topo_next_hop(UINT32_MAX - 2, 3, size, 1),
-                     UINT32_MAX - 3);
+    assert_int_equal(topo_next_hop(UINT32_MAX - 2, 3, size, 1), UINT32_MAX - 3);
     assert_int_equal(topo_nchildren(UINT32_MAX - 2, size, 1), 1);
     assert_int_equal(topo_nchildren(UINT32_MAX - 1, size, 1), 0);
     assert_int_equal(topo_child(UINT32_MAX - 1, 1, 0), TOPO_NONE);
