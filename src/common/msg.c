@@ -46,8 +46,8 @@ struct msg_decoder {
 
 static uint32_t get32(const uint8_t *p)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8
-           | (uint32_t)p[3];
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           (uint32_t)p[3];
 }
 
 static uint16_t get16(const uint8_t *p)
@@ -98,8 +98,8 @@ static bool valid_topic(const char *topic)
 
 static size_t frame_size(const struct hdr *h)
 {
-    return (size_t)MSG_HEADER_SIZE + h->topic_len + h->body_len
-           + h->payload_len;
+    return (size_t)MSG_HEADER_SIZE + h->topic_len + h->body_len +
+           h->payload_len;
 }
 
 /* Check the first 'n' (up to 4) header bytes, which can be judged alone:
@@ -109,13 +109,13 @@ static int check_prefix(const uint8_t *p, size_t n, eddy_error_t *err)
 {
     if (n > 0 && p[0] != MSG_MAGIC) {
         errno = EPROTO;
-        return errprintf(err, "msg: bad magic 0x%02x (expected 0x%02x)",
-                         p[0], MSG_MAGIC);
+        return errprintf(err, "msg: bad magic 0x%02x (expected 0x%02x)", p[0],
+                         MSG_MAGIC);
     }
     if (n > 1 && p[1] != MSG_VERSION) {
         errno = EPROTO;
-        return errprintf(err, "msg: unsupported version %u (expected %u)",
-                         p[1], MSG_VERSION);
+        return errprintf(err, "msg: unsupported version %u (expected %u)", p[1],
+                         MSG_VERSION);
     }
     if (n > 2 && !valid_type(p[2])) {
         errno = EPROTO;
@@ -238,8 +238,10 @@ static int build_msg(const struct hdr *h,
     for (uint32_t i = 0; i < h->topic_len; i++) {
         if (!topic_char_ok(meta[i])) {
             errno = EPROTO;
-            errprintf(err, "msg: topic byte %u is 0x%02x, not printable "
-                      "ASCII", (unsigned)i, meta[i]);
+            errprintf(err,
+                      "msg: topic byte %u is 0x%02x, not printable "
+                      "ASCII",
+                      (unsigned)i, meta[i]);
             goto error;
         }
     }
@@ -305,9 +307,9 @@ msg_t *msg_create(int type,
 {
     msg_t *msg = NULL;
 
-    if (!valid_type((unsigned)type) || !valid_topic(topic)
-        || (body && !json_is_object(body))
-        || (payload_len > 0 && !payload) || payload_len > MSG_PAYLOAD_MAX) {
+    if (!valid_type((unsigned)type) || !valid_topic(topic) ||
+        (body && !json_is_object(body)) || (payload_len > 0 && !payload) ||
+        payload_len > MSG_PAYLOAD_MAX) {
         errno = EINVAL;
         goto error;
     }
@@ -401,8 +403,8 @@ msg_t *msg_create_error(const msg_t *req, int errnum, const char *text)
     if (text) {
         json_t *s;
 
-        if (!(body = json_object()) || !(s = errstr_string(text))
-            || json_object_set_new(body, "errstr", s) < 0) {
+        if (!(body = json_object()) || !(s = errstr_string(text)) ||
+            json_object_set_new(body, "errstr", s) < 0) {
             json_decref(body);
             errno = ENOMEM;
             return NULL;
@@ -429,11 +431,11 @@ int msg_encode(const msg_t *msg, void **buf, size_t *len)
     size_t total;
     uint8_t *p;
 
-    if (!msg || !buf || !len || !valid_type(msg->type)
-        || (msg->flags & ~MSG_FLAG_MASK) || !valid_topic(msg->topic)
-        || (msg->body && !json_is_object(msg->body))
-        || (msg->payload_len > 0 && !msg->payload)
-        || msg->payload_len > MSG_PAYLOAD_MAX) {
+    if (!msg || !buf || !len || !valid_type(msg->type) ||
+        (msg->flags & ~MSG_FLAG_MASK) || !valid_topic(msg->topic) ||
+        (msg->body && !json_is_object(msg->body)) ||
+        (msg->payload_len > 0 && !msg->payload) ||
+        msg->payload_len > MSG_PAYLOAD_MAX) {
         errno = EINVAL;
         return -1;
     }
@@ -491,19 +493,23 @@ int msg_decode(const void *buf, size_t len, msg_t **msgp, eddy_error_t *err)
     }
     if (len < MSG_HEADER_SIZE) {
         errno = EPROTO;
-        return errprintf(err, "msg: frame of %zu bytes is shorter than the "
-                         "%d-byte header", len, MSG_HEADER_SIZE);
+        return errprintf(err,
+                         "msg: frame of %zu bytes is shorter than the "
+                         "%d-byte header",
+                         len, MSG_HEADER_SIZE);
     }
     if (parse_header(p, MSG_FRAME_MAX, &h, err) < 0)
         return -1;
     if (frame_size(&h) != len) {
         errno = EPROTO;
-        return errprintf(err, "msg: frame is %zu bytes but its header "
-                         "announces %zu", len, frame_size(&h));
+        return errprintf(err,
+                         "msg: frame is %zu bytes but its header "
+                         "announces %zu",
+                         len, frame_size(&h));
     }
     return build_msg(&h, p + MSG_HEADER_SIZE,
-                     p + MSG_HEADER_SIZE + h.topic_len + h.body_len,
-                     NULL, msgp, err);
+                     p + MSG_HEADER_SIZE + h.topic_len + h.body_len, NULL, msgp,
+                     err);
 }
 
 static size_t clamp_max_frame(size_t max_frame)
@@ -570,8 +576,8 @@ static int decoder_fail(msg_decoder_t *d, eddy_error_t *err)
     if (err)
         d->failed_err = *err;
     else
-        snprintf(d->failed_err.text, sizeof(d->failed_err.text),
-                 "msg: %s", strerror(saved_errno));
+        snprintf(d->failed_err.text, sizeof(d->failed_err.text), "msg: %s",
+                 strerror(saved_errno));
     errno = saved_errno;
     return -1;
 }
@@ -585,9 +591,9 @@ static int decoder_start_frame(msg_decoder_t *d, eddy_error_t *err)
     if (parse_header(d->hdrbuf, d->max_frame, &d->hdr, err) < 0)
         return -1;
     meta_len = d->hdr.topic_len + d->hdr.body_len;
-    if (!(d->meta = malloc(meta_len))
-        || (d->hdr.payload_len > 0
-            && !(d->payload = malloc(d->hdr.payload_len)))) {
+    if (!(d->meta = malloc(meta_len)) ||
+        (d->hdr.payload_len > 0 &&
+         !(d->payload = malloc(d->hdr.payload_len)))) {
         errno = ENOMEM;
         return errprintf(err, "msg: out of memory for a %zu-byte frame",
                          frame_size(&d->hdr));
@@ -676,8 +682,7 @@ int msg_decoder_feed(msg_decoder_t *d,
             p += n;
             len -= n;
         }
-        if (d->meta_have == meta_len
-            && d->payload_have == d->hdr.payload_len) {
+        if (d->meta_have == meta_len && d->payload_have == d->hdr.payload_len) {
             void *payload = d->payload;
 
             /* build_msg consumes the payload buffer either way. */
@@ -728,8 +733,10 @@ void msg_describe(const msg_t *msg, char *buf, size_t size)
     /* Size without building the text: json_dumpb with no buffer. */
     if (msg->body)
         body_len = json_dumpb(msg->body, NULL, 0, JSON_COMPACT);
-    snprintf(buf, size, "%s topic=%s tag=%u rank=%s flags=0x%x%s body=%zu "
-             "payload=%zu", msg_typestr(msg->type),
-             msg->topic ? msg->topic : "(null)", (unsigned)msg->matchtag, rank,
-             (unsigned)msg->flags, errnum, body_len, msg->payload_len);
+    snprintf(buf, size,
+             "%s topic=%s tag=%u rank=%s flags=0x%x%s body=%zu "
+             "payload=%zu",
+             msg_typestr(msg->type), msg->topic ? msg->topic : "(null)",
+             (unsigned)msg->matchtag, rank, (unsigned)msg->flags, errnum,
+             body_len, msg->payload_len);
 }

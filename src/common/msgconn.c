@@ -118,8 +118,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (msg_decoder_feed(c->decoder, buf->base, (size_t)nread, on_msg, c,
                              &err) < 0)
             conn_fail(c, errno, "protocol error: %s", err.text);
-    }
-    else if (nread == UV_EOF)
+    } else if (nread == UV_EOF)
         conn_fail(c, ECONNRESET, "connection closed by peer");
     else if (nread < 0)
         conn_fail(c, (int)-nread, "read error: %s", uv_strerror((int)nread));
@@ -168,11 +167,10 @@ msgconn_t *msgconn_create(uv_loop_t *loop,
     }
     return c;
 error:
+    rc = errno;
     if (c) {
-        int saved_errno = errno;
         msg_decoder_destroy(c->decoder);
         free(c);
-        errno = saved_errno;
     }
     /* The stream was given to us: close and free it as promised. */
     if (stream) {
@@ -180,6 +178,7 @@ error:
         if (!uv_is_closing((uv_handle_t *)stream))
             uv_close((uv_handle_t *)stream, on_close);
     }
+    errno = rc;
     return NULL;
 }
 
@@ -280,8 +279,8 @@ int msgconn_fd(const msgconn_t *c)
 {
     uv_os_fd_t fd;
 
-    if (!c || c->destroyed
-        || uv_fileno((const uv_handle_t *)c->stream, &fd) < 0) {
+    if (!c || c->destroyed ||
+        uv_fileno((const uv_handle_t *)c->stream, &fd) < 0) {
         errno = EBADF;
         return -1;
     }

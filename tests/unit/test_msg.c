@@ -221,8 +221,8 @@ static void expect_decode_error(const uint8_t *buf,
     int count = 0;
     int rc = msg_decoder_feed(d, buf, len, count_cb, &count, &err);
     /* Short or mismatched lengths are just a partial stream to it. */
-    if (len >= MSG_HEADER_SIZE && strstr(needle, "announces") == NULL
-        && strstr(needle, "shorter") == NULL) {
+    if (len >= MSG_HEADER_SIZE && strstr(needle, "announces") == NULL &&
+        strstr(needle, "shorter") == NULL) {
         assert_int_equal(rc, -1);
         assert_int_equal(count, 0);
         assert_int_equal(errno, errnum);
@@ -289,8 +289,8 @@ static void test_decode_malformed(void **state)
     n = raw_frame(buf, sizeof(buf), good4, 1, 0, 0xffffffff, 0, "a", 1);
     expect_decode_error(buf, n, EMSGSIZE, "body_len");
 
-    n = raw_frame(buf, sizeof(buf), good4, 1, 0, 0, MSG_PAYLOAD_MAX + 1,
-                  "a", 1);
+    n = raw_frame(buf, sizeof(buf), good4, 1, 0, 0, MSG_PAYLOAD_MAX + 1, "a",
+                  1);
     expect_decode_error(buf, n, EMSGSIZE, "payload_len");
 
     /* Lengths that do not add up to the buffer. */
@@ -304,7 +304,10 @@ static void test_decode_malformed(void **state)
     expect_decode_error(buf, n, EPROTO, "topic byte 1");
     n = raw_frame(buf, sizeof(buf), good4, 3, 0, 0, 0, "ab\n", 3);
     expect_decode_error(buf, n, EPROTO, "topic byte 2");
-    n = raw_frame(buf, sizeof(buf), good4, 2, 0, 0, 0, "\x7f" "a", 2);
+    n = raw_frame(buf, sizeof(buf), good4, 2, 0, 0, 0,
+                  "\x7f"
+                  "a",
+                  2);
     expect_decode_error(buf, n, EPROTO, "topic byte 0");
     n = raw_frame(buf, sizeof(buf), good4, 2, 0, 0, 0, "\xc3\xa9", 2);
     expect_decode_error(buf, n, EPROTO, "topic byte 0");
@@ -323,8 +326,7 @@ static void test_decode_malformed(void **state)
     n = raw_frame(buf, sizeof(buf), good4, 1, 0, 13, 0, "a{\"k\":1,\"k\":2}",
                   14);
     expect_decode_error(buf, n, EPROTO, "not valid JSON");
-    n = raw_frame(buf, sizeof(buf), good4, 1, 0, 8, 0, "a{\"k\":\"\xff\"}",
-                  9);
+    n = raw_frame(buf, sizeof(buf), good4, 1, 0, 8, 0, "a{\"k\":\"\xff\"}", 9);
     expect_decode_error(buf, n, EPROTO, "not valid JSON");
     n = raw_frame(buf, sizeof(buf), good4, 1, 0, 3, 0, "a{\0}", 4);
     expect_decode_error(buf, n, EPROTO, "NUL");
@@ -349,10 +351,10 @@ static uint8_t *make_stream(size_t *lenp)
         assert_non_null(payload);
         for (size_t k = 0; k < plen; k++)
             payload[k] = (uint8_t)(k ^ (size_t)i);
-        json_t *body = i % 2 ? json_pack("{s:i s:s}", "i", i, "name",
-                                         "stream") : NULL;
-        stream_msgs[i] = msg_create(MSG_REQUEST + i % 3, "test.stream", body,
-                                    payload, plen);
+        json_t *body =
+            i % 2 ? json_pack("{s:i s:s}", "i", i, "name", "stream") : NULL;
+        stream_msgs[i] =
+            msg_create(MSG_REQUEST + i % 3, "test.stream", body, payload, plen);
         assert_non_null(stream_msgs[i]);
         stream_msgs[i]->matchtag = (uint32_t)i;
         free(payload);
@@ -400,8 +402,8 @@ static void test_decoder_bytewise(void **state)
 
     assert_non_null(d);
     for (size_t i = 0; i < len; i++) {
-        assert_int_equal(msg_decoder_feed(d, stream + i, 1, collect_cb, &c,
-                                          NULL), 0);
+        assert_int_equal(
+            msg_decoder_feed(d, stream + i, 1, collect_cb, &c, NULL), 0);
         /* Never more than one partial frame buffered. */
         assert_true(msg_decoder_pending(d) < len);
     }
@@ -427,8 +429,8 @@ static void test_decoder_random_splits(void **state)
             size_t n = (size_t)rand() % (round % 2 ? 64 : 20000) + 1;
             if (n > len - off)
                 n = len - off;
-            assert_int_equal(msg_decoder_feed(d, stream + off, n, collect_cb,
-                                              &c, NULL), 0);
+            assert_int_equal(
+                msg_decoder_feed(d, stream + off, n, collect_cb, &c, NULL), 0);
             off += n;
         }
         assert_int_equal(c.count, NSTREAM);
@@ -438,8 +440,7 @@ static void test_decoder_random_splits(void **state)
     /* All at once (the in-place fast path). */
     msg_decoder_t *d = msg_decoder_create(0);
     struct collect c = {0};
-    assert_int_equal(msg_decoder_feed(d, stream, len, collect_cb, &c, NULL),
-                     0);
+    assert_int_equal(msg_decoder_feed(d, stream, len, collect_cb, &c, NULL), 0);
     assert_int_equal(c.count, NSTREAM);
     msg_decoder_destroy(d);
     free_stream(stream);
@@ -456,12 +457,14 @@ static void test_decoder_oversize(void **state)
     /* A header announcing a 2000-byte payload: rejected as soon as the
      * header is complete, before any of the body has been sent. */
     raw_frame(buf, sizeof(buf), good4, 1, 0, 0, 2000, "a", 1);
-    assert_int_equal(msg_decoder_feed(d, buf, MSG_HEADER_SIZE - 1, count_cb,
-                                      &count, &err), 0);
+    assert_int_equal(
+        msg_decoder_feed(d, buf, MSG_HEADER_SIZE - 1, count_cb, &count, &err),
+        0);
     assert_int_equal(msg_decoder_pending(d), MSG_HEADER_SIZE - 1);
     errno = 0;
-    assert_int_equal(msg_decoder_feed(d, buf + MSG_HEADER_SIZE - 1, 1,
-                                      count_cb, &count, &err), -1);
+    assert_int_equal(msg_decoder_feed(d, buf + MSG_HEADER_SIZE - 1, 1, count_cb,
+                                      &count, &err),
+                     -1);
     assert_int_equal(errno, EMSGSIZE);
     assert_non_null(strstr(err.text, "exceeds limit 1000"));
     assert_int_equal(msg_decoder_pending(d), 0);
@@ -471,8 +474,8 @@ static void test_decoder_oversize(void **state)
     /* The whole header in one feed: same. */
     d = msg_decoder_create(1000);
     errno = 0;
-    assert_int_equal(msg_decoder_feed(d, buf, MSG_HEADER_SIZE, count_cb,
-                                      &count, NULL), -1);
+    assert_int_equal(
+        msg_decoder_feed(d, buf, MSG_HEADER_SIZE, count_cb, &count, NULL), -1);
     assert_int_equal(errno, EMSGSIZE);
     msg_decoder_destroy(d);
 
@@ -483,7 +486,8 @@ static void test_decoder_oversize(void **state)
     assert_non_null(big);
     raw_frame(big, MSG_HEADER_SIZE + 1, good4, 1, 0, 0, 2000, "a", 1);
     assert_int_equal(msg_decoder_feed(d, big, MSG_HEADER_SIZE + 1 + 2000,
-                                      count_cb, &count, NULL), 0);
+                                      count_cb, &count, NULL),
+                     0);
     assert_int_equal(count, 1);
     free(big);
     msg_decoder_destroy(d);
@@ -505,8 +509,8 @@ static void test_decoder_stays_failed(void **state)
     memcpy(buf, stream, first);
     memset(buf + first, 'G', 40);
     errno = 0;
-    assert_int_equal(msg_decoder_feed(d, buf, first + 40, collect_cb, &c,
-                                      &err), -1);
+    assert_int_equal(msg_decoder_feed(d, buf, first + 40, collect_cb, &c, &err),
+                     -1);
     assert_int_equal(errno, EPROTO);
     assert_non_null(strstr(err.text, "magic 0x47"));
     assert_int_equal(c.count, 1);
@@ -557,14 +561,15 @@ static void test_big_payload(void **state)
                                 payload, plen);
     assert_non_null(stream_msgs[0]);
     assert_int_equal(msg_encode(stream_msgs[0], &buf, &len), 0);
-    assert_int_equal(len, MSG_HEADER_SIZE + strlen("bcast.chunk")
-                              + strlen("{\"off\":1099511627776}") + plen);
+    assert_int_equal(len, MSG_HEADER_SIZE + strlen("bcast.chunk") +
+                              strlen("{\"off\":1099511627776}") + plen);
 
     msg_decoder_t *d = msg_decoder_create(0);
     for (size_t off = 0; off < len; off += 65536) {
         size_t n = len - off < 65536 ? len - off : 65536;
-        assert_int_equal(msg_decoder_feed(d, (uint8_t *)buf + off, n,
-                                          collect_cb, &c, NULL), 0);
+        assert_int_equal(
+            msg_decoder_feed(d, (uint8_t *)buf + off, n, collect_cb, &c, NULL),
+            0);
     }
     assert_int_equal(c.count, 1);
     msg_decoder_destroy(d);
@@ -651,7 +656,7 @@ static void test_describe(void **state)
     m->flags = MSG_FLAG_STREAMING;
     msg_describe(m, buf, sizeof(buf));
     assert_string_equal(buf, "request topic=broker.ping tag=3 rank=5 "
-                        "flags=0x1 body=9 payload=3");
+                             "flags=0x1 body=9 payload=3");
     m->type = MSG_RESPONSE;
     m->errnum = 2;
     m->rank = MSG_RANK_ANY;

@@ -28,12 +28,14 @@ struct side {
     int destroy_in_recv; /* destroy the connection on this message count */
     int destroy_in_close;
     struct side *peer;
-    int expect;          /* messages to receive before destroying */
+    int expect; /* messages to receive before destroying */
 };
 
 static uv_loop_t loop;
 
-static msgconn_t *wrap_fd(int fd, msgconn_recv_f rcb, msgconn_close_f ccb,
+static msgconn_t *wrap_fd(int fd,
+                          msgconn_recv_f rcb,
+                          msgconn_close_f ccb,
                           void *arg)
 {
     uv_pipe_t *p = malloc(sizeof(*p));
@@ -112,7 +114,9 @@ static void exchange_recv(msgconn_t *c, msg_t *msg, void *arg)
     }
 }
 
-static void record_close(msgconn_t *c, int errnum, const char *reason,
+static void record_close(msgconn_t *c,
+                         int errnum,
+                         const char *reason,
                          void *arg)
 {
     struct side *s = arg;
@@ -371,10 +375,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_close, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_destroy_in_recv, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_destroy_in_close, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_in_recv, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_in_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trace_and_accessors, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_create_invalid, setup, teardown),
