@@ -8,6 +8,7 @@
  * readable: the async handle's eventfd lives in the backend fd).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,9 @@
 
 static void timer_cb(uv_timer_t *timer);
 
-eddy_future_t *fut_create(eddy_t *h, const char *topic, uint32_t rank,
+eddy_future_t *fut_create(eddy_t *h,
+                          const char *topic,
+                          uint32_t rank,
                           int flags)
 {
     eddy_future_t *f = calloc(1, sizeof(*f));
@@ -93,6 +96,7 @@ static void timer_cb(uv_timer_t *timer)
         return;
     f->timed_out = true;
     queue_notify(f);
+    handle_wake(f->h);
 }
 
 int fut_push(eddy_future_t *f, msg_t *msg)
@@ -117,6 +121,7 @@ int fut_push(eddy_future_t *f, msg_t *msg)
     f->qlen++;
     stop_timer(f);
     queue_notify(f);
+    handle_wake(f->h);
     return 0;
 }
 
@@ -130,7 +135,7 @@ static void pop_head(eddy_future_t *f)
     f->qlen--;
     free(f->json);
     f->json = NULL;
-    f->proto_err[0] = '\0';
+    f->errbuf[0] = '\0';
 }
 
 void fut_fail(eddy_future_t *f, int errnum, const char *text)
@@ -144,6 +149,7 @@ void fut_fail(eddy_future_t *f, int errnum, const char *text)
     f->term_text = text ? strdup(text) : NULL; /* NULL: strerror */
     stop_timer(f);
     queue_notify(f);
+    handle_wake(f->h);
 }
 
 static void send_cancel(eddy_future_t *f)
@@ -168,8 +174,8 @@ void fut_deliver(eddy_future_t *f, msg_t *msg)
 
     /* A bare end-of-stream marker carries nothing to deliver: the stream
      * simply ends (ENODATA once the queue drains). */
-    if (streaming && (msg->flags & MSG_FLAG_EOS) && msg->errnum == 0
-        && !msg->body && msg->payload_len == 0)
+    if (streaming && (msg->flags & MSG_FLAG_EOS) && msg->errnum == 0 &&
+        !msg->body && msg->payload_len == 0)
         msg_decref(msg);
     else if (fut_push(f, msg) < 0) {
         if (!last)
@@ -258,19 +264,34 @@ static bool future_ready_cb(void *arg)
 int fut_wait(eddy_future_t *f, double timeout)
 {
     eddy_t *h = f->h;
+    int e;
 
+    f->errbuf[0] = '\0';
     if (fut_ready(f))
         return 0;
     /* Running the loop from a callback would reenter uv_run(). */
     if (h->depth > 0) {
+        snprintf(f->errbuf, sizeof(f->errbuf),
+                 "%s: cannot wait for a response from inside a callback",
+                 f->topic);
         errno = EDEADLK;
         return -1;
     }
-    if (!h->conn && !f->registered) {
-        errno = ENOTCONN;
-        return -1;
-    }
-    return handle_run_until(h, future_ready_cb, f, timeout);
+    if (handle_run_until(h, future_ready_cb, f, timeout) == 0)
+        return 0;
+    /* Say why in the future's error string too: tools print it. */
+    e = errno;
+    if (e == ETIMEDOUT)
+        snprintf(f->errbuf, sizeof(f->errbuf), "%s: no response within %.3g s",
+                 f->topic, timeout);
+    else if (e == ENOTCONN)
+        snprintf(f->errbuf, sizeof(f->errbuf), "connection to broker lost: %s",
+                 h->lost_reason);
+    else
+        snprintf(f->errbuf, sizeof(f->errbuf),
+                 "%s: nothing left to wait for (%s)", f->topic, strerror(e));
+    errno = e;
+    return -1;
 }
 
 int eddy_future_then(eddy_future_t *f,
@@ -347,8 +368,8 @@ const char *eddy_future_error_string(eddy_future_t *f)
 
     if (!f)
         return "";
-    if (f->proto_err[0])
-        return f->proto_err;
+    if (f->errbuf[0])
+        return f->errbuf;
     if (f->timed_out)
         return "timed out waiting for a response";
     if (f->qlen > 0) {

@@ -5,6 +5,7 @@
  * only then is it handed to libuv.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,11 +86,18 @@ void handle_unregister(eddy_t *h, eddy_future_t *f)
     update_pipe_ref(h);
 }
 
+void handle_wake(eddy_t *h)
+{
+    if (h->waiting > 0)
+        uv_stop(h->loop);
+}
+
 static void deadline_cb(uv_timer_t *timer)
 {
     bool *expired = timer->data;
 
     *expired = true;
+    uv_stop(timer->loop); /* see handle_wake() */
 }
 
 int handle_run_until(eddy_t *h,
@@ -102,6 +110,7 @@ int handle_run_until(eddy_t *h,
 
     if (done(arg))
         return 0;
+    h->waiting++;
     if (timeout >= 0) {
         h->timer->data = &expired;
         uv_timer_start(h->timer, deadline_cb, timeout_ms(timeout), 0);
@@ -124,6 +133,7 @@ int handle_run_until(eddy_t *h,
     }
     uv_timer_stop(h->timer);
     h->timer->data = NULL;
+    h->waiting--;
     return rc;
 }
 
@@ -147,12 +157,12 @@ static void recv_greeting(eddy_t *h, const msg_t *msg)
     json_int_t rank, size;
     char desc[128];
 
-    if (msg->type != MSG_RESPONSE || msg->matchtag != 0
-        || strcmp(msg->topic, "broker.hello") != 0) {
+    if (msg->type != MSG_RESPONSE || msg->matchtag != 0 ||
+        strcmp(msg->topic, "broker.hello") != 0) {
         msg_describe(msg, desc, sizeof(desc));
         set_open_error(h, EPROTO,
-                       "%s did not greet like an eddy broker (got %s)",
-                       h->uri, desc);
+                       "%s did not greet like an eddy broker (got %s)", h->uri,
+                       desc);
         return;
     }
     if (msg->errnum != 0) {
@@ -161,10 +171,9 @@ static void recv_greeting(eddy_t *h, const msg_t *msg)
                        errstr ? errstr : strerror((int)msg->errnum));
         return;
     }
-    if (!msg->body
-        || json_unpack(msg->body, "{s:I s:I}", "rank", &rank, "size", &size)
-               < 0
-        || size < 1 || size > UINT32_MAX - 2 || rank < 0 || rank >= size) {
+    if (!msg->body ||
+        json_unpack(msg->body, "{s:I s:I}", "rank", &rank, "size", &size) < 0 ||
+        size < 1 || size > UINT32_MAX - 2 || rank < 0 || rank >= size) {
         set_open_error(h, EPROTO, "malformed greeting from broker at %s",
                        h->uri);
         return;
@@ -185,7 +194,8 @@ static void conn_recv(msgconn_t *c, msg_t *msg, void *arg)
         msg_decref(msg);
         return;
     }
-    if (msg->type != MSG_RESPONSE || !(f = tagtab_get(&h->tags, msg->matchtag))) {
+    if (msg->type != MSG_RESPONSE ||
+        !(f = tagtab_get(&h->tags, msg->matchtag))) {
         /* Late responses for destroyed or cancelled futures are normal. */
         if (h->trace) {
             char desc[256];
@@ -207,10 +217,11 @@ static void conn_lost(eddy_t *h, int errnum, const char *reason)
     snprintf(h->lost_reason, sizeof(h->lost_reason), "%s",
              reason && *reason ? reason : strerror(errnum ? errnum : EPIPE));
     if (!h->greeted)
-        set_open_error(h, errnum == EPROTO ? EPROTO : ECONNRESET,
-                       "connection to %s closed before the broker's "
-                       "greeting: %s",
-                       h->uri, h->lost_reason);
+        set_open_error(
+            h, errnum == EPROTO || errnum == EMSGSIZE ? EPROTO : ECONNRESET,
+            "connection to %s closed before the broker's "
+            "greeting: %s",
+            h->uri, h->lost_reason);
     msgconn_destroy(h->conn);
     h->conn = NULL;
     h->pipe = NULL;
@@ -248,6 +259,19 @@ static bool trace_env(void)
     return s && *s && strcmp(s, "0") != 0;
 }
 
+/* libuv writes with write(2): if the broker vanishes between a read and a
+ * write, a default SIGPIPE disposition would kill the tool instead of
+ * failing its futures with ENOTCONN.  A handler the program installed
+ * itself is left alone. */
+static void ignore_sigpipe(void)
+{
+    struct sigaction sa;
+
+    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
+        !(sa.sa_flags & SA_SIGINFO))
+        signal(SIGPIPE, SIG_IGN);
+}
+
 /* Parse 'uri' and connect; returns the connected fd or -1 with err. */
 static int connect_uri(const char *uri, eddy_error_t *err)
 {
@@ -259,8 +283,10 @@ static int connect_uri(const char *uri, eddy_error_t *err)
     if (strncmp(uri, LOCAL_SCHEME, strlen(LOCAL_SCHEME)) != 0) {
         errno = EINVAL;
         if ((sep = strstr(uri, "://")) && sep > uri)
-            return errprintf(err, "unsupported URI scheme '%.*s' (only "
-                             "local:// for now)", (int)(sep - uri), uri);
+            return errprintf(err,
+                             "unsupported URI scheme '%.*s' (only "
+                             "local:// for now)",
+                             (int)(sep - uri), uri);
         return errprintf(err, "malformed URI '%s' (expected local://PATH)",
                          uri);
     }
@@ -272,8 +298,10 @@ static int connect_uri(const char *uri, eddy_error_t *err)
     }
     if (len >= sizeof(sun.sun_path)) {
         errno = EINVAL;
-        return errprintf(err, "malformed URI '%s': socket path longer than "
-                         "%zu bytes", uri, sizeof(sun.sun_path) - 1);
+        return errprintf(err,
+                         "malformed URI: socket path longer than %zu "
+                         "bytes ('%.64s...')",
+                         sizeof(sun.sun_path) - 1, uri);
     }
     memcpy(sun.sun_path, path, len + 1);
     if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
@@ -283,12 +311,16 @@ static int connect_uri(const char *uri, eddy_error_t *err)
         close(fd);
         errno = e;
         if (e == EACCES)
-            return errprintf(err, "cannot connect to %s: %s (the instance "
+            return errprintf(err,
+                             "cannot connect to %s: %s (the instance "
                              "belongs to another user; only its owner may "
-                             "use it)", uri, strerror(e));
+                             "use it)",
+                             uri, strerror(e));
         if (e == ENOENT || e == ECONNREFUSED)
-            return errprintf(err, "cannot connect to %s: %s (is the instance "
-                             "running?)", uri, strerror(e));
+            return errprintf(err,
+                             "cannot connect to %s: %s (is the instance "
+                             "running?)",
+                             uri, strerror(e));
         return errprintf(err, "cannot connect to %s: %s", uri, strerror(e));
     }
     return fd;
@@ -356,8 +388,8 @@ static int attach_socket(eddy_t *h, int fd, eddy_error_t *err)
     }
     if (!(h->conn = msgconn_create(h->loop, (uv_stream_t *)pipe, conn_recv,
                                    conn_closed, h)))
-        return errprintf(err, "cannot set up the connection to %s: %s",
-                         h->uri, strerror(errno));
+        return errprintf(err, "cannot set up the connection to %s: %s", h->uri,
+                         strerror(errno));
     h->pipe = pipe;
     msgconn_set_name(h->conn, "broker");
     if (h->trace)
@@ -379,7 +411,7 @@ eddy_t *eddy_open(const char *uri, int flags, eddy_error_t *err)
     if (!uri && !(uri = getenv("EDDY_URI"))) {
         errno = EINVAL;
         errprintf(err, "EDDY_URI is not set: not inside an eddy instance "
-                  "(start one with 'eddy start')");
+                       "(start one with 'eddy start')");
         return NULL;
     }
     if ((fd = connect_uri(uri, err)) < 0)
@@ -390,11 +422,14 @@ eddy_t *eddy_open(const char *uri, int flags, eddy_error_t *err)
         return NULL;
     }
     h->trace = (flags & EDDY_OPEN_TRACE) || trace_env();
+    ignore_sigpipe();
     if (attach_socket(h, fd, err) < 0)
         goto error;
     if (handle_run_until(h, greeting_done, h, GREETING_TIMEOUT) < 0)
-        set_open_error(h, ETIMEDOUT, "no greeting from the broker at %s "
-                       "within %.0f s", uri, GREETING_TIMEOUT);
+        set_open_error(h, ETIMEDOUT,
+                       "no greeting from the broker at %s "
+                       "within %.0f s",
+                       uri, GREETING_TIMEOUT);
     if (!h->greeted && h->open_errnum == 0) /* not expected, but never 0 */
         set_open_error(h, EPROTO, "no greeting from the broker at %s", uri);
     if (h->open_errnum != 0) {
@@ -491,5 +526,9 @@ int eddy_dispatch(eddy_t *h)
         return -1;
     }
     uv_run(h->loop, UV_RUN_NOWAIT);
+    /* Responses read in that pass queued their continuations for the
+     * next iteration: run them now rather than at the next readable. */
+    if (!link_empty(&h->pending))
+        uv_run(h->loop, UV_RUN_NOWAIT);
     return 0;
 }

@@ -43,8 +43,8 @@ struct link {
     struct link *prev, *next;
 };
 
-#define link_entry(ptr, type, member) \
-    ((type *)((char *)(ptr) - offsetof(type, member)))
+#define link_entry(ptr, type, member)                                          \
+    ((type *)((char *)(ptr)-offsetof(type, member)))
 
 static inline void link_init(struct link *l)
 {
@@ -130,6 +130,7 @@ struct eddy {
     struct link futures; /* every live future */
     struct link pending; /* futures whose continuation must run */
     int depth;           /* > 0 while inside one of our callbacks */
+    int waiting;         /* > 0 while handle_run_until() runs the loop */
 };
 
 struct eddy_future {
@@ -141,26 +142,26 @@ struct eddy_future {
     char *topic;
     uint32_t rank;
     uint32_t matchtag;
-    int flags;          /* EDDY_RPC_* */
-    bool registered;    /* in h->tags, expecting responses */
-    bool finished;      /* no more responses will be queued */
+    int flags;       /* EDDY_RPC_* */
+    bool registered; /* in h->tags, expecting responses */
+    bool finished;   /* no more responses will be queued */
 
-    msg_t **q;          /* ring of queued responses; q[qhead] is current */
+    msg_t **q; /* ring of queued responses; q[qhead] is current */
     size_t qhead, qlen, qcap;
 
-    int term_errnum;    /* seen once the queue is empty (ENODATA, ...) */
-    char *term_text;    /* NULL: strerror(term_errnum) */
-    bool timed_out;     /* the continuation's timeout expired: sticky */
+    int term_errnum; /* seen once the queue is empty (ENODATA, ...) */
+    char *term_text; /* NULL: strerror(term_errnum) */
+    bool timed_out;  /* the continuation's timeout expired: sticky */
 
-    char *json;         /* cached text of the current body */
-    json_t *empty;      /* {} for unpacking bodiless responses */
-    char proto_err[256]; /* why the last unpack failed */
+    char *json;          /* cached text of the current body */
+    json_t *empty;       /* {} for unpacking bodiless responses */
+    char errbuf[256]; /* why the last wait or unpack failed */
 
     eddy_continuation_f cb;
     void *cb_arg;
     double cb_timeout;
     uv_timer_t *cb_timer;
-    bool notified;      /* cb ran for the current state; wait for reset */
+    bool notified; /* cb ran for the current state; wait for reset */
     bool in_cb;
     bool destroy_pending;
 };
@@ -202,6 +203,11 @@ LIB_INTERNAL int handle_run_until(eddy_t *h,
                                   bool (*done)(void *arg),
                                   void *arg,
                                   double timeout);
+/* A future became ready: if we are running the loop in a wait, make the
+ * current uv_run(UV_RUN_ONCE) return instead of blocking in poll (events
+ * handled before the poll phase, such as timers, would otherwise leave it
+ * blocked until the next I/O). */
+LIB_INTERNAL void handle_wake(eddy_t *h);
 /* Milliseconds for a timeout in seconds, rounded up, capped. */
 LIB_INTERNAL uint64_t timeout_ms(double seconds);
 /* uv_close() callback that frees a malloc'ed handle. */

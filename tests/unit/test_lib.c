@@ -115,8 +115,8 @@ static int write_all(int fd, const void *buf, size_t len)
 
 static uint32_t be32(const uint8_t *p)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8
-           | p[3];
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
 }
 
 /* One frame from the client, or NULL at EOF/timeout/garbage. */
@@ -129,8 +129,8 @@ static msg_t *read_msg(int fd)
 
     if (read_all(fd, hdr, sizeof(hdr)) < 0)
         return NULL;
-    total = MSG_HEADER_SIZE + ((size_t)hdr[16] << 8 | hdr[17])
-            + be32(hdr + 20) + be32(hdr + 24);
+    total = MSG_HEADER_SIZE + ((size_t)hdr[16] << 8 | hdr[17]) +
+            be32(hdr + 20) + be32(hdr + 24);
     if (total > (1u << 20) || !(buf = malloc(total)))
         return NULL;
     memcpy(buf, hdr, sizeof(hdr));
@@ -155,11 +155,13 @@ static int send_msg(int fd, msg_t *msg)
     return rc;
 }
 
-static msg_t *response(const msg_t *req, const char *topic, json_t *body,
+static msg_t *response(const msg_t *req,
+                       const char *topic,
+                       json_t *body,
                        int flags)
 {
-    msg_t *msg = msg_create(MSG_RESPONSE, topic ? topic : req->topic, body,
-                            NULL, 0);
+    msg_t *msg =
+        msg_create(MSG_RESPONSE, topic ? topic : req->topic, body, NULL, 0);
     if (msg) {
         msg->matchtag = req->matchtag;
         msg->flags = (uint8_t)flags;
@@ -173,8 +175,8 @@ static int expect_cancel(struct fake *fk, int fd, const msg_t *req)
 {
     msg_t *c = read_msg(fd);
 
-    if (c && c->type == MSG_REQUEST && (c->flags & MSG_FLAG_CANCEL)
-        && c->matchtag == req->matchtag && !strcmp(c->topic, req->topic))
+    if (c && c->type == MSG_REQUEST && (c->flags & MSG_FLAG_CANCEL) &&
+        c->matchtag == req->matchtag && !strcmp(c->topic, req->topic))
         bump(&fk->cancels_ok);
     else
         bump(&fk->cancels_bad);
@@ -202,14 +204,13 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
     if (!strcmp(t, "test.stream")) {
         for (int i = 1; i <= 3; i++)
             if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", i),
-                                      0))
-                < 0)
+                                      0)) < 0)
                 return -1;
         return send_msg(fd, response(req, NULL, NULL, MSG_FLAG_EOS));
     }
     if (!strcmp(t, "test.stream_eos_body")) {
-        if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0))
-            < 0)
+        if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) <
+            0)
             return -1;
         return send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 2),
                                      MSG_FLAG_EOS));
@@ -223,15 +224,15 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
     if (!strcmp(t, "test.hangup"))
         return -1;
     if (!strcmp(t, "test.cancel")) {
-        if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0))
-            < 0)
+        if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) <
+            0)
             return -1;
         return expect_cancel(fk, fd, req);
     }
     if (!strcmp(t, "test.many")) {
         json_int_t i = -1;
-        if (json_unpack(req->body, "{s:I}", "i", &i) < 0 || i < 0 || i >= MANY
-            || many[i])
+        if (json_unpack(req->body, "{s:I}", "i", &i) < 0 || i < 0 ||
+            i >= MANY || many[i])
             return -1;
         many[i] = msg_incref(req);
         for (int k = 0; k < MANY; k++)
@@ -242,8 +243,7 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
             json_int_t v;
             (void)json_unpack(many[k]->body, "{s:I}", "i", &v);
             if (send_msg(fd, response(many[k], NULL,
-                                      json_pack("{s:I}", "i", v * 2), 0))
-                < 0)
+                                      json_pack("{s:I}", "i", v * 2), 0)) < 0)
                 return -1;
             msg_decref(many[k]);
             many[k] = NULL;
@@ -252,14 +252,14 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
     }
     if (!strcmp(t, "broker.subscribe")) {
         const char *prefix = NULL;
-        if (req->rank == EDDY_RANK_ANY && (req->flags & MSG_FLAG_STREAMING)
-            && json_unpack(req->body, "{s:s}", "prefix", &prefix) == 0
-            && !strcmp(prefix, "test.ev."))
+        if (req->rank == EDDY_RANK_ANY && (req->flags & MSG_FLAG_STREAMING) &&
+            json_unpack(req->body, "{s:s}", "prefix", &prefix) == 0 &&
+            !strcmp(prefix, "test.ev."))
             bump(&fk->subscribe_prefix_ok);
         if (send_msg(fd, response(req, "test.ev.one",
-                                  json_pack("{s:i}", "x", 1), 0)) < 0
-            || send_msg(fd, response(req, "test.ev.two",
-                                     json_pack("{s:i}", "x", 2), 0)) < 0)
+                                  json_pack("{s:i}", "x", 1), 0)) < 0 ||
+            send_msg(fd, response(req, "test.ev.two",
+                                  json_pack("{s:i}", "x", 2), 0)) < 0)
             return -1;
         return expect_cancel(fk, fd, req);
     }
@@ -416,8 +416,9 @@ static void test_bad_uri(void **state)
     eddy_error_t err;
 
     unsetenv("EDDY_URI");
-    check_open_fails(NULL, EINVAL, "EDDY_URI is not set: not inside an eddy "
-                                   "instance (start one with 'eddy start')");
+    check_open_fails(NULL, EINVAL,
+                     "EDDY_URI is not set: not inside an eddy "
+                     "instance (start one with 'eddy start')");
     check_open_fails("tcp://localhost:4000", EINVAL,
                      "unsupported URI scheme 'tcp' (only local:// for now)");
     check_open_fails("/tmp/sock", EINVAL, "malformed URI '/tmp/sock'");
@@ -462,7 +463,7 @@ static void test_eacces(void **state)
 {
     struct fake *fk = *state;
 
-    if (geteuid() == 0) { /* root ignores directory permissions */
+    if (geteuid() == 0) {        /* root ignores directory permissions */
         eddy_close(open_ok(fk)); /* let the broker thread finish */
         skip();
     }
@@ -569,8 +570,8 @@ static void test_echo(void **state)
     eddy_future_destroy(f);
 
     /* pack, no body in response handling, special ranks passed as-is */
-    f = eddy_rpc_pack(h, "test.echo", EDDY_RANK_UPSTREAM, 0, "{s:[i,i]}",
-                      "v", 1, 2);
+    f = eddy_rpc_pack(h, "test.echo", EDDY_RANK_UPSTREAM, 0, "{s:[i,i]}", "v",
+                      1, 2);
     assert_non_null(f);
     assert_int_equal(eddy_rpc_get(f, &json), 0);
     assert_string_equal(json, "{\"v\":[1,2]}");
@@ -794,6 +795,15 @@ static void count_cb(eddy_future_t *f, void *arg)
     st->calls++;
 }
 
+static void destroy_other_cb(eddy_future_t *f, void *arg)
+{
+    struct cbstate *st = arg;
+
+    st->calls++;
+    eddy_future_destroy(st->other);
+    st->other = NULL;
+}
+
 static void test_then(void **state)
 {
     struct fake *fk = *state;
@@ -818,6 +828,16 @@ static void test_then(void **state)
     assert_int_equal(st2.calls, 1);
     /* not called again without a reset */
     uv_run(loop, UV_RUN_NOWAIT);
+    assert_int_equal(st2.calls, 1);
+    eddy_future_destroy(g);
+
+    /* two ready futures, the first continuation destroys the other */
+    st2 = (struct cbstate){0};
+    g = eddy_rpc(h, "test.echo", 0, EDDY_RPC_NORESPONSE, NULL, NULL, 0);
+    st2.other = eddy_rpc(h, "test.echo", 0, EDDY_RPC_NORESPONSE, NULL, NULL, 0);
+    assert_int_equal(eddy_future_then(g, -1, destroy_other_cb, &st2), 0);
+    assert_int_equal(eddy_future_then(st2.other, -1, count_cb, &st2), 0);
+    uv_run(loop, UV_RUN_DEFAULT);
     assert_int_equal(st2.calls, 1);
     eddy_future_destroy(g);
 
@@ -893,6 +913,8 @@ static void test_timeout(void **state)
     assert_int_equal(errno, ETIMEDOUT);
     assert_true(now() - t0 >= 0.09);
     assert_false(eddy_future_is_ready(f));
+    assert_string_equal(eddy_future_error_string(f),
+                        "test.never: no response within 0.1 s");
     errno = 0;
     assert_int_equal(eddy_future_wait_for(f, 0), -1);
     assert_int_equal(errno, ETIMEDOUT);
@@ -941,6 +963,8 @@ static void deadlock_cb(eddy_future_t *f, void *arg)
     errno = 0;
     if (eddy_future_wait_for(st->other, 1) < 0)
         st->wait_errno = errno;
+    assert_non_null(
+        strstr(eddy_future_error_string(st->other), "from inside a callback"));
     /* a ready future can be read from a callback */
     assert_int_equal(eddy_rpc_get(f, NULL), 0);
 }
@@ -1102,8 +1126,8 @@ static void test_close_pending(void **state)
 
     /* left for eddy_close(): a stream, a plain RPC with a continuation and
      * timeout, a ready one queued for its continuation */
-    assert_non_null(eddy_rpc(h, "test.never", 0, EDDY_RPC_STREAMING, NULL,
-                             NULL, 0));
+    assert_non_null(
+        eddy_rpc(h, "test.never", 0, EDDY_RPC_STREAMING, NULL, NULL, 0));
     f = eddy_rpc(h, "test.never", 0, 0, NULL, NULL, 0);
     assert_int_equal(eddy_future_then(f, 30, count_cb, &st), 0);
     f = eddy_rpc(h, "test.echo", 0, EDDY_RPC_NORESPONSE, NULL, NULL, 0);
@@ -1155,8 +1179,7 @@ int main(void)
         cmocka_unit_test(test_bad_uri),
         cmocka_unit_test(test_connrefused),
         cmocka_unit_test_setup_teardown(test_eacces, setup_ok, fake_teardown),
-        cmocka_unit_test_setup_teardown(test_open_ok, setup_ok,
-                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_open_ok, setup_ok, fake_teardown),
         cmocka_unit_test_teardown(test_refused, fake_teardown),
         cmocka_unit_test_teardown(test_no_greeting, fake_teardown),
         cmocka_unit_test_teardown(test_garbage, fake_teardown),
@@ -1167,10 +1190,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_then, setup_ok, fake_teardown),
         cmocka_unit_test_setup_teardown(test_then_stream, setup_ok,
                                         fake_teardown),
-        cmocka_unit_test_setup_teardown(test_timeout, setup_ok,
-                                        fake_teardown),
-        cmocka_unit_test_setup_teardown(test_edeadlk, setup_ok,
-                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_timeout, setup_ok, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_edeadlk, setup_ok, fake_teardown),
         cmocka_unit_test_setup_teardown(test_fd_dispatch, setup_ok,
                                         fake_teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup_ok, fake_teardown),
