@@ -158,7 +158,7 @@ struct topic_entry {
 };
 
 struct subscription {
-    broker_req_t *req;
+    broker_req_t *req;          /* NULL once dropped (swept later) */
     char *prefix;
     struct subscription *next;
 };
@@ -182,6 +182,8 @@ struct broker {
     FILE *logfile;
     uint64_t t_start_ns;
     bool trace;
+    bool trace_clients;
+    int delivering;             /* nesting of event delivery */
 
     struct service_instance *svcs;
     size_t nsvcs;
@@ -202,6 +204,7 @@ struct broker {
     uv_signal_t sigint;
     uv_timer_t shutdown_timer;
     uv_timer_t linger_timer;
+    uv_timer_t exit_timer;
     uv_check_t reaper;
     bool handles_init;
 
@@ -234,15 +237,21 @@ void broker_destroy(broker_t *b);
 
 void broker_vlog(broker_t *b, int level, const char *fmt, va_list ap);
 
-/* Begin the clean shutdown of this broker and its subtree.  If 'publish'
- * is set (rank 0), publish "broker.shutdown" to the whole instance. */
+/* Begin the clean shutdown of this broker and its subtree. */
 void broker_shutdown(broker_t *b, const char *why);
 
 /* End at once with 'exit_code' (parent lost, auth failure). */
 void broker_abort(broker_t *b, int exit_code);
 
-/* Called by the overlay when the last child left during shutdown. */
+/* Called by the overlay when a child left: ends the shutdown wait once
+ * the last one is gone. */
 void broker_children_gone(broker_t *b);
+
+/* In BROKER_FINISHED: stop the loop's last handles once nothing lingers. */
+void broker_finished_check(broker_t *b);
+
+/* Publish "broker.shutdown" from rank 0 to the whole instance. */
+void broker_shutdown_instance(broker_t *b, const char *why);
 
 /* --- broker.c: connections ------------------------------------------ */
 
@@ -253,6 +262,10 @@ struct conn *conn_create(broker_t *b, enum conn_kind kind,
 
 struct conn *conn_lookup(broker_t *b, uint64_t id);
 
+/* Rename c (logs, traces). */
+void conn_set_name(struct conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Send on c, stamping t_send.  A client whose unread queue grows past
  * BROKER_CLIENT_QUEUE_MAX is dropped.  -1 with errno. */
 int conn_send(struct conn *c, const msg_t *msg);
@@ -262,11 +275,28 @@ int conn_send(struct conn *c, const msg_t *msg);
  * callback: the memory is freed later. */
 void conn_drop(struct conn *c, int errnum, const char *reason);
 
+/* The linger timer's callback, and whether any conn lingers. */
+void conn_linger_cb(uv_timer_t *t);
+bool conn_any_lingering(broker_t *b);
+
+/* Free the memory of dropped conns now (end of broker_destroy). */
+void conn_free_zombies(broker_t *b);
+
 /* Close c once its queued output is written (or after BROKER_LINGER_MS),
  * without loss handling: used after a refusal was sent. */
 void conn_linger(struct conn *c);
 
-/* --- broker.c: routing ---------------------------------------------- */
+/* --- router.c: routing --------------------------------------------- */
+
+/* A message from an authenticated conn (client, child, parent). Steals. */
+void broker_dispatch(struct conn *c, msg_t *msg);
+
+/* After conn c went away: fail requests routed through it, cancel those
+ * it originated, drop its subscriptions, tell the services. */
+void broker_conn_cleanup(broker_t *b, struct conn *c, const char *reason);
+
+/* Drop every subscription (end of shutdown). */
+void broker_unsubscribe_all(broker_t *b);
 
 /* Route a request that arrived on 'from' (NULL: made by this broker,
  * which then wants no response).  Steals msg. */

@@ -6,6 +6,8 @@
  *              then "exit" with MSG_FLAG_EOS
  *   exec.write bytes for a process's stdin (raw payload), optional eof
  *   exec.kill  signal a process's group
+ *   exec.credit the client consumed output (flow control, opt-in with
+ *              "window" in exec.run)
  *
  * Each process is a struct proc holding up to four libuv handles (the
  * process and its stdin/stdout/stderr pipes).  A proc is "live" (found by
@@ -36,6 +38,10 @@
  * sending more, so this bounds what a slow reader makes us hold. */
 #define EXEC_STDIN_QUEUE_MAX (1024 * 1024)
 
+/* Smallest output window a client may ask for: below this, the message
+ * overhead dwarfs the data. */
+#define EXEC_WINDOW_MIN 4096
+
 extern char **environ;
 
 struct exec_ctx;
@@ -64,6 +70,9 @@ struct proc {
     bool out_eof, err_eof;
     bool exited;
     bool finished;     /* exit response sent: no longer live */
+    bool paused;       /* output reads stopped: window full */
+    size_t window;     /* output bytes unacknowledged before we pause */
+    size_t unacked;    /* output bytes sent, not yet credited */
     int64_t exit_status;
     int term_signal;
     uv_shutdown_t shutdown;
@@ -189,7 +198,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         *buf = uv_buf_init(NULL, 0);
         return;
     }
-    *buf = uv_buf_init(p->ctx->readbuf, sizeof(p->ctx->readbuf));
+    /* with a window, a chunk overshoots it by less than one window */
+    *buf = uv_buf_init(p->ctx->readbuf,
+                       p->window && p->window < sizeof(p->ctx->readbuf)
+                           ? (unsigned int)p->window
+                           : sizeof(p->ctx->readbuf));
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -208,6 +221,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             broker_log(p->ctx->b, LOG_LEVEL_WARNING,
                        "exec: id %ju: cannot send output: %s",
                        (uintmax_t)p->id, strerror(errno));
+        p->unacked += (size_t)nread;
+        if (p->window && p->unacked >= p->window && !p->paused) {
+            p->paused = true;
+            uv_read_stop((uv_stream_t *)&p->out);
+            uv_read_stop((uv_stream_t *)&p->err);
+        }
         return;
     }
     /* EOF, or a read error, which ends the stream just the same. */
@@ -217,6 +236,26 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     else
         p->err_eof = true;
     proc_check_done(p);
+}
+
+/* Read the output pipes that have not reached EOF yet. */
+static void proc_read_start(struct proc *p)
+{
+    p->paused = false;
+    if (!p->out_eof)
+        uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
+    if (!p->err_eof)
+        uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
+}
+
+/* Kill the process group and drain its output without waiting for credit,
+ * so that the stream ends even if the client has stopped listening. */
+static int proc_kill_drain(struct proc *p)
+{
+    p->window = 0;
+    if (p->paused && !p->finished)
+        proc_read_start(p);
+    return proc_signal(p, SIGKILL);
 }
 
 /* --- stdin -------------------------------------------------------------- */
@@ -372,7 +411,7 @@ static void exec_cancel(broker_req_t *req, struct exec_ctx *ctx)
 {
     for (struct proc *p = ctx->procs; p; p = p->next) {
         if (!p->finished && p->req && broker_req_same(p->req, req)) {
-            if (proc_signal(p, SIGKILL) < 0)
+            if (proc_kill_drain(p) < 0)
                 broker_log(ctx->b, LOG_LEVEL_WARNING,
                            "exec: id %ju: kill: %s", (uintmax_t)p->id,
                            strerror(errno));
@@ -387,6 +426,7 @@ static void exec_run(broker_req_t *req, void *arg)
     uint32_t rank = broker_rank(ctx->b);
     json_t *body = req_body(req);
     json_t *cmd = NULL, *cwd = NULL, *env = NULL, *jstdin = NULL, *o;
+    json_t *window = NULL;
     const char *key, *errmsg = NULL, *prog = "";
     json_t *val;
     uv_process_options_t opts = {0};
@@ -411,6 +451,8 @@ static void exec_run(broker_req_t *req, void *arg)
             env = val;
         else if (!strcmp(key, "stdin"))
             jstdin = val;
+        else if (!strcmp(key, "window"))
+            window = val;
         else {
             broker_respond_error(req, EINVAL, "exec.run: unknown key '%s'",
                                  key);
@@ -441,6 +483,11 @@ static void exec_run(broker_req_t *req, void *arg)
         errmsg = "exec.run: 'stdin' must be a boolean";
         goto error;
     }
+    if (window && (!json_is_integer(window)
+                   || json_integer_value(window) < EXEC_WINDOW_MIN)) {
+        errmsg = "exec.run: 'window' must be an integer of at least 4096";
+        goto error;
+    }
     if (ctx->shutting_down) {
         errnum = ECANCELED;
         errmsg = "exec.run: broker is shutting down";
@@ -461,6 +508,8 @@ static void exec_run(broker_req_t *req, void *arg)
     p->ctx = ctx;
     p->origin = broker_req_origin(req);
     p->has_stdin = json_is_true(jstdin);
+    if (window)
+        p->window = (size_t)json_integer_value(window);
     p->req = broker_req_incref(req);
     p->id = ++ctx->next_id;
     if ((p->next = ctx->procs))
@@ -505,8 +554,7 @@ static void exec_run(broker_req_t *req, void *arg)
                              prog, strerror(-rc));
         goto out;
     }
-    uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
-    uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
+    proc_read_start(p);
 
     /* respond */
     if (!(o = json_pack("{s:s s:i s:I}", "type", "started", "pid",
@@ -702,6 +750,62 @@ error:
     broker_respond_error(req, errnum, "%s", errmsg);
 }
 
+/* The client consumed 'bytes' of output: reading may resume.  Usually sent
+ * with MSG_FLAG_NORESPONSE, so errors are answered but rarely seen. */
+static void exec_credit(broker_req_t *req, void *arg)
+{
+    struct exec_ctx *ctx = arg;
+    json_t *idval = NULL, *bytesval = NULL, *val;
+    const char *key, *errmsg = NULL;
+    struct proc *p;
+    int errnum = EINVAL;
+    json_int_t bytes;
+
+    if (broker_req_is_cancel(req))
+        return;
+
+    /* decode */
+    json_object_foreach(req_body(req), key, val) {
+        if (!strcmp(key, "id"))
+            idval = val;
+        else if (!strcmp(key, "bytes"))
+            bytesval = val;
+        else {
+            broker_respond_error(req, EINVAL,
+                                 "exec.credit: unknown key '%s'", key);
+            return;
+        }
+    }
+
+    /* validate */
+    if (!json_is_integer(bytesval)
+        || (bytes = json_integer_value(bytesval)) < 0) {
+        errmsg = "exec.credit: 'bytes' must be a non-negative integer";
+        goto error;
+    }
+    if (!(p = lookup_req(ctx, req, "exec.credit", idval)))
+        return;
+    if (p->origin != broker_req_origin(req)) {
+        errnum = EPERM;
+        errmsg = "exec.credit: only the client that started a process"
+                 " may credit its output";
+        goto error;
+    }
+
+    /* act */
+    p->unacked -= (size_t)bytes < p->unacked ? (size_t)bytes : p->unacked;
+    if (p->paused && p->unacked < p->window)
+        proc_read_start(p);
+
+    /* respond */
+    if (broker_respond(req, json_object(), NULL, 0, 0) < 0)
+        broker_log(ctx->b, LOG_LEVEL_WARNING, "exec.credit: respond: %s",
+                   strerror(errno));
+    return;
+error:
+    broker_respond_error(req, errnum, "%s", errmsg);
+}
+
 /* --- service lifecycle -------------------------------------------------- */
 
 static int exec_init(broker_t *b, void **ctxp)
@@ -725,7 +829,7 @@ static void exec_disconnect(void *arg, uint64_t origin)
 
     for (struct proc *p = ctx->procs; p; p = p->next) {
         if (p->origin == origin && !p->finished
-            && proc_signal(p, SIGKILL) < 0)
+            && proc_kill_drain(p) < 0)
             broker_log(ctx->b, LOG_LEVEL_WARNING, "exec: id %ju: kill: %s",
                        (uintmax_t)p->id, strerror(errno));
     }
@@ -737,7 +841,7 @@ static void exec_shutdown(void *arg)
 
     ctx->shutting_down = true;
     for (struct proc *p = ctx->procs; p; p = p->next)
-        (void)proc_signal(p, SIGKILL);
+        (void)proc_kill_drain(p);
 }
 
 static void exec_destroy(void *arg)
@@ -774,6 +878,7 @@ static const struct service_handler exec_handlers[] = {
     {"exec.run", exec_run},
     {"exec.write", exec_write},
     {"exec.kill", exec_kill},
+    {"exec.credit", exec_credit},
     {NULL, NULL},
 };
 

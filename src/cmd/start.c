@@ -86,7 +86,7 @@ struct start {
     char *wrapbuf;
     double timeout;
     bool verbose;
-    char broker_path[PATH_MAX];
+    char broker_path[PATH_MAX + 16];
     struct broker_proc *procs;
     unsigned long nprocs;
     pid_t first_rank;     /* the rank of procs[0] */

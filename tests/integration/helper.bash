@@ -12,20 +12,29 @@
 # every broker is gone, that the run directory was removed, and that no
 # sanitizer report was printed.
 
+bats_require_minimum_version 1.5.0
+
 EDDY_SOURCE_DIR=${EDDY_SOURCE_DIR:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
 EDDY_BUILD_DIR=${EDDY_BUILD_DIR:-$EDDY_SOURCE_DIR/build}
 PATH=$EDDY_BUILD_DIR:$PATH
 export PATH EDDY_SOURCE_DIR EDDY_BUILD_DIR
-unset EDDY_URI
+# Tests run against the instance their suite started, never an outer one.
+[ -n "${INSTANCE_PID:-}" ] || unset EDDY_URI
 
 # Scale every timeout on slow machines: EDDY_TEST_TIMEOUT_SCALE=3.
 TIMEOUT_SCALE=${EDDY_TEST_TIMEOUT_SCALE:-1}
 scaled() { echo $(( $1 * TIMEOUT_SCALE )); }
 
-# Run a command with a bound on its run time.
+# Run a command (or a shell function of the suite) with a bound on its
+# run time.
 bounded() {
     local secs=$1; shift
-    timeout -k 5 "$(scaled "$secs")" "$@"
+    if declare -F "$1" >/dev/null; then
+        export -f "$1"
+        timeout -k 5 "$(scaled "$secs")" bash -c '"$@"' bash "$@"
+    else
+        timeout -k 5 "$(scaled "$secs")" "$@"
+    fi
 }
 
 start_instance() {

@@ -28,7 +28,7 @@ start_stop() {
     [ "$status" -eq 7 ]
     run bounded 60 eddy start --test-size=2 false
     [ "$status" -eq 1 ]
-    run bounded 60 eddy start --test-size=2 /nonexistent/program
+    run -127 bounded 60 eddy start --test-size=2 /nonexistent/program
     [ "$status" -eq 127 ]
     [[ "$output" == *"cannot run /nonexistent/program"* ]]
 }

@@ -76,7 +76,7 @@ teardown_file() {
 }
 
 @test "a missing program is exit 127 with a message naming rank and program" {
-    run bounded 30 eddy exec -n -r 1 /no/such/program
+    run -127 bounded 30 eddy exec -n -r 1 /no/such/program
     [ "$status" -eq 127 ]
     [[ "$output" == *"rank 1"* ]]
     [[ "$output" == *"/no/such/program"* ]]

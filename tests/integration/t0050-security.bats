@@ -40,14 +40,17 @@ as_nobody() {
 
 @test "another uid that reaches the socket is refused by SO_PEERCRED" {
     # Give uid 65534 a path to the socket with a bind mount in a private
-    # mount namespace, so only the broker's credential check stands in
-    # the way.
+    # mount namespace, and write permission on the socket itself (the 0700
+    # directory still guards it), so only the broker's credential check
+    # stands in the way.
+    chmod 666 "$INSTANCE_RUNDIR/local-0"
     run bounded 20 unshare -m sh -c '
         touch "$PUBDIR/sock" &&
         mount --bind "$INSTANCE_RUNDIR/local-0" "$PUBDIR/sock" &&
         setpriv --reuid=65534 --regid=65534 --clear-groups \
             env LD_LIBRARY_PATH="$PUBDIR" EDDY_URI="local://$PUBDIR/sock" \
             "$PUBDIR/eddy" ping -c 1 0'
+    chmod 600 "$INSTANCE_RUNDIR/local-0"
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"uid 65534 is not the instance owner (uid $(id -u))"* ]]

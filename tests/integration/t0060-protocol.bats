@@ -50,8 +50,8 @@ PY
 @test "a frame announcing more than the limit is dropped before its body" {
     # magic, version 1, request, no flags, tag 1, rank 0, errnum 0,
     # topic_len 4, reserved 0, body_len 0x7fffffff, payload 0
-    run bounded 20 send_raw "ed01010000000001000000000000000000040000" \
-"7fffffff00000000"
+    local hdr=ed010100000000010000000000000000
+    run bounded 20 send_raw "${hdr}000400007fffffff00000000"
     [ "$output" = "closed" ]
     run bounded 10 eddy dmesg
     [[ "$output" == *"protocol error"* ]]

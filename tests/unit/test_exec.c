@@ -42,7 +42,7 @@ struct broker_req {
     int refcount;
     msg_t msg;
     uint64_t origin;
-    struct resp resp[64];
+    struct resp *resp;
     int nresp;
     bool ended; /* EOS, error, or the one response of a plain request */
 };
@@ -68,6 +68,7 @@ void broker_req_decref(broker_req_t *req)
             json_decref(req->resp[i].body);
             free(req->resp[i].payload);
         }
+        free(req->resp);
         json_decref(req->msg.body);
         free(req->msg.payload);
         free(req);
@@ -101,9 +102,15 @@ bool broker_req_same(const broker_req_t *a, const broker_req_t *b)
 
 static struct resp *add_resp(broker_req_t *req)
 {
+    struct resp *r;
+
     assert_false(req->ended);
-    assert_true(req->nresp < 64);
-    return &req->resp[req->nresp++];
+    r = realloc(req->resp, (size_t)(req->nresp + 1) * sizeof(*r));
+    assert_non_null(r);
+    req->resp = r;
+    r = &req->resp[req->nresp++];
+    memset(r, 0, sizeof(*r));
+    return r;
 }
 
 int broker_respond(broker_req_t *req, json_t *body, const void *payload,
@@ -643,7 +650,8 @@ static void test_destroy_with_pending_write(void **state)
 static void test_deferred_write_answered(void **state)
 {
     /* more than the queue limit: answered once the reader drained it */
-    broker_req_t *req = run("{\"cmd\":[\"wc\",\"-c\"],\"stdin\":true}");
+    broker_req_t *req = run("{\"cmd\":[\"sh\",\"-c\","
+                            "\"sleep 0.3; exec wc -c\"],\"stdin\":true}");
     size_t len = 4u << 20;
     char *data = calloc(1, len), json[64], buf[64];
     broker_req_t *w;
@@ -659,6 +667,83 @@ static void test_deferred_write_answered(void **state)
     wait_ended(req);
     collect(req, "stdout", buf, sizeof(buf));
     assert_string_equal(buf, "4194304\n");
+    broker_req_decref(req);
+}
+
+static size_t output_bytes(broker_req_t *req)
+{
+    size_t n = 0;
+    for (int i = 0; i < req->nresp; i++)
+        n += req->resp[i].len;
+    return n;
+}
+
+/* Run the loop for about 'ms' milliseconds. */
+static void spin(unsigned ms)
+{
+    uv_timer_t timer;
+    bool expired = false;
+
+    uv_timer_init(&fake.loop, &timer);
+    timer.data = &expired;
+    uv_timer_start(&timer, on_timeout, ms, 0);
+    while (!expired)
+        uv_run(&fake.loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&timer, NULL);
+    uv_run(&fake.loop, UV_RUN_NOWAIT);
+}
+
+static void test_window_credit(void **state)
+{
+    broker_req_t *req = run("{\"cmd\":[\"head\",\"-c\",\"100000\","
+                            "\"/dev/zero\"],\"window\":8192}");
+    broker_req_t *c;
+    char json[64];
+    size_t n, credited = 0;
+    int rounds = 0;
+
+    snprintf(json, sizeof(json), "{\"id\":%ju,\"bytes\":8192}",
+             (uintmax_t)started_id(req));
+    /* without credit, output stops at less than two windows */
+    spin(200);
+    n = output_bytes(req);
+    assert_true(n >= 8192 && n < 2 * 8192);
+    assert_false(req->ended);
+    for (int i = 1; i < req->nresp; i++)
+        assert_true(req->resp[i].len <= 8192);
+
+    /* another client cannot credit */
+    c = send_req("exec.credit", 0, 2, 0, json, NULL, 0);
+    assert_int_equal(c->resp[0].errnum, EPERM);
+    broker_req_decref(c);
+
+    while (!req->ended && rounds++ < 1000) {
+        while (credited < output_bytes(req)) {
+            c = send_req("exec.credit", 0, 1, 0, json, NULL, 0);
+            assert_int_equal(c->resp[0].errnum, 0);
+            broker_req_decref(c);
+            credited += 8192;
+        }
+        uv_run(&fake.loop, UV_RUN_ONCE);
+    }
+    assert_true(req->ended);
+    assert_int_equal(exit_status(req), 0);
+    assert_int_equal(output_bytes(req), 100000);
+    expect_einval("{\"cmd\":[\"ls\"],\"window\":10}", "'window'");
+    broker_req_decref(req);
+}
+
+static void test_window_disconnect(void **state)
+{
+    /* a paused process whose client left still ends (and is reaped) */
+    broker_req_t *req = send_req("exec.run", MSG_FLAG_STREAMING, 21, 0,
+                                 "{\"cmd\":[\"cat\",\"/dev/zero\"],"
+                                 "\"window\":4096}", NULL, 0);
+    spin(100);
+    assert_false(req->ended);
+    exec_service.disconnect(ctx, 21);
+    wait_ended(req);
+    assert_int_equal(exit_status(req), 128 + SIGKILL);
     broker_req_decref(req);
 }
 
@@ -686,6 +771,8 @@ int main(void)
         T(test_shutdown_refuses),
         T(test_destroy_with_pending_write),
         T(test_deferred_write_answered),
+        T(test_window_credit),
+        T(test_window_disconnect),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

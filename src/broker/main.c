@@ -1,0 +1,45 @@
+/* main.c - eddy-broker: one per node of an instance (see broker.h). */
+#include <signal.h>
+#include <stdio.h>
+
+#include "bootstrap.h"
+#include "broker.h"
+
+int main(int argc, char **argv)
+{
+    struct broker_opts opts;
+    struct bootstrap *bs = NULL;
+    broker_t *b = NULL;
+    eddy_error_t err = {{0}};
+    int status = 1;
+
+    /* A peer that hangs up must not kill us with SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
+
+    /* 1. read the command line */
+    if (broker_parse_args(argc, argv, &opts) < 0)
+        return 1;
+    /* 2. find our place in the instance */
+    if (!(bs = bootstrap_create(&opts, &err)))
+        goto error;
+    /* 3. check rundir and key, open the log and the loop */
+    if (!(b = broker_create(&opts, bs, &err)))
+        goto error;
+    /* 4. start services, the client socket and the overlay */
+    if (broker_start(b, bs, &err) < 0)
+        goto error;
+    bootstrap_destroy(bs);
+    bs = NULL;
+    /* 5. serve until shut down */
+    status = broker_run(b);
+    /* 6. close everything */
+    broker_destroy(b);
+    return status;
+error:
+    fprintf(stderr, "eddy-broker[%ld]: %s\n", opts.rank, err.text);
+    if (b)
+        broker_log(b, LOG_LEVEL_DEBUG, "startup failed: %s", err.text);
+    broker_destroy(b);
+    bootstrap_destroy(bs);
+    return 1;
+}
