@@ -64,15 +64,15 @@ struct proc {
     broker_req_t *req; /* the exec.run request, until the exit response */
     uv_process_t process;
     uv_pipe_t in, out, err;
-    int handles;       /* handles initialized and not yet closed */
+    int handles; /* handles initialized and not yet closed */
     bool has_stdin;
-    bool in_closing;   /* eof requested or stdin pipe closed */
+    bool in_closing; /* eof requested or stdin pipe closed */
     bool out_eof, err_eof;
     bool exited;
-    bool finished;     /* exit response sent: no longer live */
-    bool paused;       /* output reads stopped: window full */
-    size_t window;     /* output bytes unacknowledged before we pause */
-    size_t unacked;    /* output bytes sent, not yet credited */
+    bool finished;  /* exit response sent: no longer live */
+    bool paused;    /* output reads stopped: window full */
+    size_t window;  /* output bytes unacknowledged before we pause */
+    size_t unacked; /* output bytes sent, not yet credited */
     int64_t exit_status;
     int term_signal;
     uv_shutdown_t shutdown;
@@ -219,8 +219,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
          * told to anyone but the log. */
         if (!o || broker_respond(p->req, o, buf->base, (size_t)nread, 0) < 0)
             broker_log(p->ctx->b, LOG_LEVEL_WARNING,
-                       "exec: id %ju: cannot send output: %s",
-                       (uintmax_t)p->id, strerror(errno));
+                       "exec: id %ju: cannot send output: %s", (uintmax_t)p->id,
+                       strerror(errno));
         p->unacked += (size_t)nread;
         if (p->window && p->unacked >= p->window && !p->paused) {
             p->paused = true;
@@ -279,10 +279,9 @@ static void on_stdin_write(uv_write_t *w, int status)
         wr->next->prev = wr->prev;
     if (wr->req && p->ctx) {
         if (status < 0)
-            broker_respond_error(wr->req, -status,
-                                 "rank %u: process %ju stdin: %s",
-                                 broker_rank(p->ctx->b), (uintmax_t)p->id,
-                                 strerror(-status));
+            broker_respond_error(
+                wr->req, -status, "rank %u: process %ju stdin: %s",
+                broker_rank(p->ctx->b), (uintmax_t)p->id, strerror(-status));
         else
             broker_respond(wr->req, json_object(), NULL, 0, 0);
     }
@@ -356,11 +355,12 @@ static char **env_build(broker_t *b, const json_t *overrides)
         if (!(env[i] = strdup(environ[i])))
             goto error;
     snprintf(rank, sizeof(rank), "%u", broker_rank(b));
-    if (env_set(env, "EDDY_URI", broker_local_uri(b)) < 0
-        || env_set(env, "EDDY_BROKER_RANK", rank) < 0)
+    if (env_set(env, "EDDY_URI", broker_local_uri(b)) < 0 ||
+        env_set(env, "EDDY_BROKER_RANK", rank) < 0)
         goto error;
     if (overrides) {
-        json_object_foreach((json_t *)overrides, key, val) {
+        json_object_foreach((json_t *)overrides, key, val)
+        {
             if (env_set(env, key, json_string_value(val)) < 0)
                 goto error;
         }
@@ -378,7 +378,8 @@ static bool valid_cmd(const json_t *cmd)
 
     if (!json_is_array(cmd) || json_array_size(cmd) == 0)
         return false;
-    json_array_foreach(cmd, i, v) {
+    json_array_foreach(cmd, i, v)
+    {
         if (!json_is_string(v))
             return false;
         /* exec(2) cannot carry embedded NULs */
@@ -395,11 +396,12 @@ static bool valid_env(const json_t *env)
 
     if (!json_is_object(env))
         return false;
-    json_object_foreach((json_t *)env, key, v) {
+    json_object_foreach((json_t *)env, key, v)
+    {
         if (key[0] == '\0' || strchr(key, '='))
             return false;
-        if (json_is_string(v)
-            && strlen(json_string_value(v)) == json_string_length(v))
+        if (json_is_string(v) &&
+            strlen(json_string_value(v)) == json_string_length(v))
             continue;
         if (!json_is_null(v))
             return false;
@@ -412,9 +414,8 @@ static void exec_cancel(broker_req_t *req, struct exec_ctx *ctx)
     for (struct proc *p = ctx->procs; p; p = p->next) {
         if (!p->finished && p->req && broker_req_same(p->req, req)) {
             if (proc_kill_drain(p) < 0)
-                broker_log(ctx->b, LOG_LEVEL_WARNING,
-                           "exec: id %ju: kill: %s", (uintmax_t)p->id,
-                           strerror(errno));
+                broker_log(ctx->b, LOG_LEVEL_WARNING, "exec: id %ju: kill: %s",
+                           (uintmax_t)p->id, strerror(errno));
         }
     }
     /* a cancel gets no response: the stream ends with "exit" */
@@ -442,7 +443,8 @@ static void exec_run(broker_req_t *req, void *arg)
     }
 
     /* decode */
-    json_object_foreach(body, key, val) {
+    json_object_foreach(body, key, val)
+    {
         if (!strcmp(key, "cmd"))
             cmd = val;
         else if (!strcmp(key, "cwd"))
@@ -483,8 +485,8 @@ static void exec_run(broker_req_t *req, void *arg)
         errmsg = "exec.run: 'stdin' must be a boolean";
         goto error;
     }
-    if (window && (!json_is_integer(window)
-                   || json_integer_value(window) < EXEC_WINDOW_MIN)) {
+    if (window && (!json_is_integer(window) ||
+                   json_integer_value(window) < EXEC_WINDOW_MIN)) {
         errmsg = "exec.run: 'window' must be an integer of at least 4096";
         goto error;
     }
@@ -499,8 +501,7 @@ static void exec_run(broker_req_t *req, void *arg)
     errnum = ENOMEM;
     if (!(argv = calloc(json_array_size(cmd) + 1, sizeof(*argv))))
         goto error;
-    json_array_foreach(cmd, i, val)
-        argv[i] = (char *)json_string_value(val);
+    json_array_foreach(cmd, i, val) argv[i] = (char *)json_string_value(val);
     if (!(envp = env_build(ctx->b, env)))
         goto error;
     if (!(p = calloc(1, sizeof(*p))))
@@ -558,8 +559,8 @@ static void exec_run(broker_req_t *req, void *arg)
 
     /* respond */
     if (!(o = json_pack("{s:s s:i s:I}", "type", "started", "pid",
-                        p->process.pid, "id", (json_int_t)p->id))
-        || broker_respond(req, o, NULL, 0, 0) < 0) {
+                        p->process.pid, "id", (json_int_t)p->id)) ||
+        broker_respond(req, o, NULL, 0, 0) < 0) {
         broker_log(ctx->b, LOG_LEVEL_ERR, "exec: id %ju: cannot respond: %s",
                    (uintmax_t)p->id, strerror(errno));
         /* the client will never learn the id: do not leave it running */
@@ -572,24 +573,24 @@ out:
     env_free(envp);
     return;
 error:
-    broker_respond_error(req, errnum, "%s",
-                         errmsg ? errmsg : strerror(errnum));
+    broker_respond_error(req, errnum, "%s", errmsg ? errmsg : strerror(errnum));
     free(argv);
     env_free(envp);
 }
 
 /* Decode the "id" of exec.write/exec.kill and find its live process.
  * Responds with the error itself and returns NULL on failure. */
-static struct proc *lookup_req(struct exec_ctx *ctx, broker_req_t *req,
-                               const char *topic, json_t *idval)
+static struct proc *lookup_req(struct exec_ctx *ctx,
+                               broker_req_t *req,
+                               const char *topic,
+                               json_t *idval)
 {
     struct proc *p;
     json_int_t id;
 
     if (!json_is_integer(idval) || (id = json_integer_value(idval)) < 0) {
         broker_respond_error(req, EINVAL,
-                             "%s: 'id' must be a non-negative integer",
-                             topic);
+                             "%s: 'id' must be a non-negative integer", topic);
         return NULL;
     }
     if (!(p = proc_lookup(ctx, (uint64_t)id))) {
@@ -616,7 +617,8 @@ static void exec_write(broker_req_t *req, void *arg)
         return;
 
     /* decode */
-    json_object_foreach(req_body(req), key, val) {
+    json_object_foreach(req_body(req), key, val)
+    {
         if (!strcmp(key, "id"))
             idval = val;
         else if (!strcmp(key, "eof"))
@@ -711,7 +713,8 @@ static void exec_kill(broker_req_t *req, void *arg)
         return;
 
     /* decode */
-    json_object_foreach(req_body(req), key, val) {
+    json_object_foreach(req_body(req), key, val)
+    {
         if (!strcmp(key, "id"))
             idval = val;
         else if (!strcmp(key, "signum"))
@@ -724,8 +727,8 @@ static void exec_kill(broker_req_t *req, void *arg)
     }
 
     /* validate */
-    if (!json_is_integer(sigval) || (signum = json_integer_value(sigval)) < 0
-        || signum >= NSIG) {
+    if (!json_is_integer(sigval) || (signum = json_integer_value(sigval)) < 0 ||
+        signum >= NSIG) {
         errmsg = "exec.kill: 'signum' must be a signal number";
         goto error;
     }
@@ -765,21 +768,22 @@ static void exec_credit(broker_req_t *req, void *arg)
         return;
 
     /* decode */
-    json_object_foreach(req_body(req), key, val) {
+    json_object_foreach(req_body(req), key, val)
+    {
         if (!strcmp(key, "id"))
             idval = val;
         else if (!strcmp(key, "bytes"))
             bytesval = val;
         else {
-            broker_respond_error(req, EINVAL,
-                                 "exec.credit: unknown key '%s'", key);
+            broker_respond_error(req, EINVAL, "exec.credit: unknown key '%s'",
+                                 key);
             return;
         }
     }
 
     /* validate */
-    if (!json_is_integer(bytesval)
-        || (bytes = json_integer_value(bytesval)) < 0) {
+    if (!json_is_integer(bytesval) ||
+        (bytes = json_integer_value(bytesval)) < 0) {
         errmsg = "exec.credit: 'bytes' must be a non-negative integer";
         goto error;
     }
@@ -828,8 +832,7 @@ static void exec_disconnect(void *arg, uint64_t origin)
     struct exec_ctx *ctx = arg;
 
     for (struct proc *p = ctx->procs; p; p = p->next) {
-        if (p->origin == origin && !p->finished
-            && proc_kill_drain(p) < 0)
+        if (p->origin == origin && !p->finished && proc_kill_drain(p) < 0)
             broker_log(ctx->b, LOG_LEVEL_WARNING, "exec: id %ju: kill: %s",
                        (uintmax_t)p->id, strerror(errno));
     }

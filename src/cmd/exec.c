@@ -63,14 +63,14 @@ struct linebuf {
 struct rank {
     struct execcmd *ec;
     uint32_t rank;
-    eddy_future_t *f;    /* the exec.run stream, until it ends */
-    uint64_t id;         /* the broker's process id, once started */
+    eddy_future_t *f; /* the exec.run stream, until it ends */
+    uint64_t id;      /* the broker's process id, once started */
     bool started;
-    bool resolved;       /* started, or failed to */
+    bool resolved; /* started, or failed to */
     bool done;
-    bool stdin_open;     /* still accepting exec.write */
+    bool stdin_open; /* still accepting exec.write */
     int status;
-    size_t consumed;     /* output written out, not yet credited */
+    size_t consumed;      /* output written out, not yet credited */
     struct linebuf lb[2]; /* partial stdout, stderr lines (-l) */
 };
 
@@ -83,9 +83,9 @@ struct execcmd {
     size_t ndone;
     bool label;
     bool use_stdin;
-    size_t window;       /* per-process output window (exec.run) */
-    bool finishing;      /* cleaning up: continuations do nothing */
-    bool aborted;        /* gave up waiting after repeated signals */
+    size_t window;  /* per-process output window (exec.run) */
+    bool finishing; /* cleaning up: continuations do nothing */
+    bool aborted;   /* gave up waiting after repeated signals */
     int abort_status;
 
     /* stdin: a uv_poll on fd 0, or plain reads from an idle callback for
@@ -96,13 +96,13 @@ struct execcmd {
     uv_poll_t poll;
     uv_idle_t idle;
     bool poll_init, idle_init;
-    int stdin_flags;     /* fd 0's flags, restored (uv_poll sets O_NONBLOCK) */
-    int pending_acks;    /* exec.write answers still to come */
+    int stdin_flags;  /* fd 0's flags, restored (uv_poll sets O_NONBLOCK) */
+    int pending_acks; /* exec.write answers still to come */
 
     /* signals */
     uv_signal_t sigint, sigterm;
     double last_sigint;
-    int pending_signal;  /* forwarded to ranks that start later */
+    int pending_signal; /* forwarded to ranks that start later */
     bool cancelled;
 };
 
@@ -132,8 +132,12 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 /* Print "R: " + the buffered part + 'data' (+ a newline if 'newline'). */
-static void emit_line(int fd, uint32_t rank, struct linebuf *lb,
-                      const char *data, size_t len, bool newline)
+static void emit_line(int fd,
+                      uint32_t rank,
+                      struct linebuf *lb,
+                      const char *data,
+                      size_t len,
+                      bool newline)
 {
     char prefix[16];
     int plen = snprintf(prefix, sizeof(prefix), "%u: ", rank);
@@ -203,14 +207,16 @@ static void flush_lines(struct rank *r)
 static void rank_warn(const struct rank *r, int errnum, const char *text)
 {
     char prefix[32];
+    size_t n;
 
     if (!text || !*text)
         text = eddy_strerror(errnum);
-    snprintf(prefix, sizeof(prefix), "rank %u: ", r->rank);
-    if (!strncmp(text, prefix, strlen(prefix)))
+    /* "rank 2: ..." or "rank 2 is lost", but not "rank 20..." */
+    n = (size_t)snprintf(prefix, sizeof(prefix), "rank %u", r->rank);
+    if (!strncmp(text, prefix, n) && (text[n] == ':' || text[n] == ' '))
         cmd_warn("exec", "%s", text);
     else
-        cmd_warn("exec", "%s%s", prefix, text);
+        cmd_warn("exec", "%s: %s", prefix, text);
 }
 
 /* --- stdin -------------------------------------------------------------- */
@@ -234,8 +240,7 @@ static void on_write_ack(eddy_future_t *f, void *arg)
     if (!ec->finishing && eddy_rpc_get(f, &json) < 0) {
         /* the process exited or closed its stdin: normal, stop feeding
          * it; anything else is worth a word */
-        if (errno != ESRCH && errno != EPIPE && errno != ECANCELED
-            && !r->done)
+        if (errno != ESRCH && errno != EPIPE && errno != ECANCELED && !r->done)
             rank_warn(r, errno, eddy_future_error_string(f));
         r->stdin_open = false;
     }
@@ -261,8 +266,8 @@ static void stdin_broadcast(struct execcmd *ec, const char *data, size_t len)
             continue;
         snprintf(json, sizeof(json), "{\"id\":%ju%s}", (uintmax_t)r->id,
                  eof ? ",\"eof\":true" : "");
-        if (!(f = eddy_rpc(ec->h, "exec.write", r->rank, 0, json, data, len))
-            || eddy_future_then(f, -1, on_write_ack, r) < 0) {
+        if (!(f = eddy_rpc(ec->h, "exec.write", r->rank, 0, json, data, len)) ||
+            eddy_future_then(f, -1, on_write_ack, r) < 0) {
             rank_warn(r, errno, "cannot send stdin");
             eddy_future_destroy(f);
             r->stdin_open = false;
@@ -351,8 +356,8 @@ static void on_kill_ack(eddy_future_t *f, void *arg)
     struct rank *r = arg;
     const char *json;
 
-    if (!r->ec->finishing && eddy_rpc_get(f, &json) < 0 && errno != ESRCH
-        && !r->done)
+    if (!r->ec->finishing && eddy_rpc_get(f, &json) < 0 && errno != ESRCH &&
+        !r->done)
         rank_warn(r, errno, eddy_future_error_string(f));
     eddy_future_destroy(f);
 }
@@ -362,10 +367,10 @@ static void send_kill(struct rank *r, int signum)
     eddy_future_t *f;
     char json[64];
 
-    snprintf(json, sizeof(json), "{\"id\":%ju,\"signum\":%d}",
-             (uintmax_t)r->id, signum);
-    if (!(f = eddy_rpc(r->ec->h, "exec.kill", r->rank, 0, json, NULL, 0))
-        || eddy_future_then(f, -1, on_kill_ack, r) < 0) {
+    snprintf(json, sizeof(json), "{\"id\":%ju,\"signum\":%d}", (uintmax_t)r->id,
+             signum);
+    if (!(f = eddy_rpc(r->ec->h, "exec.kill", r->rank, 0, json, NULL, 0)) ||
+        eddy_future_then(f, -1, on_kill_ack, r) < 0) {
         rank_warn(r, errno, "cannot send signal");
         eddy_future_destroy(f);
     }
@@ -384,8 +389,8 @@ static void on_signal(uv_signal_t *s, int signum)
         uv_stop(ec->loop);
         return;
     }
-    if (signum == SIGINT && ec->last_sigint > 0
-        && now - ec->last_sigint < 1.0) {
+    if (signum == SIGINT && ec->last_sigint > 0 &&
+        now - ec->last_sigint < 1.0) {
         cmd_warn("exec", "killing all processes");
         ec->cancelled = true;
         for (size_t i = 0; i < ec->nranks; i++)
@@ -414,14 +419,13 @@ static void credit(struct rank *r, size_t len)
     r->consumed += len;
     if (r->consumed < r->ec->window / 2)
         return;
-    snprintf(json, sizeof(json), "{\"id\":%ju,\"bytes\":%zu}",
-             (uintmax_t)r->id, r->consumed);
+    snprintf(json, sizeof(json), "{\"id\":%ju,\"bytes\":%zu}", (uintmax_t)r->id,
+             r->consumed);
     f = eddy_rpc(r->ec->h, "exec.credit", r->rank, EDDY_RPC_NORESPONSE, json,
                  NULL, 0);
     eddy_future_destroy(f);
     r->consumed = 0;
 }
-
 
 static void rank_resolved(struct rank *r)
 {
@@ -477,14 +481,14 @@ static void on_run_response(eddy_future_t *f, void *arg)
         return;
     if (eddy_rpc_get(f, &text) < 0) {
         int errnum = errno;
-        rank_failed(r, errnum, errnum == ENODATA
-                                   ? "stream ended without an exit status"
-                                   : eddy_future_error_string(f));
+        rank_failed(r, errnum,
+                    errnum == ENODATA ? "stream ended without an exit status"
+                                      : eddy_future_error_string(f));
         return;
     }
-    if (!(o = json_loads(text, 0, NULL))
-        || json_unpack(o, "{s:s s?I s?s s?I}", "type", &type, "id", &id,
-                       "stream", &stream, "status", &status) < 0)
+    if (!(o = json_loads(text, 0, NULL)) ||
+        json_unpack(o, "{s:s s?I s?s s?I}", "type", &type, "id", &id, "stream",
+                    &stream, "status", &status) < 0)
         goto bad;
     if (!strcmp(type, "started")) {
         r->id = (uint64_t)id;
@@ -533,8 +537,7 @@ static idset_t *parse_ranks(const char *arg, uint32_t size)
         cmd_die("exec", "%s", err.text);
     if (idset_count(ids) == 0)
         cmd_die("exec", "no ranks in '%s'", arg);
-    for (id = idset_first(ids); id != IDSET_INVALID;
-         id = idset_next(ids, id))
+    for (id = idset_first(ids); id != IDSET_INVALID; id = idset_next(ids, id))
         if (id >= size)
             cmd_die("exec", "rank %u does not exist (instance size %u)", id,
                     size);
@@ -542,8 +545,8 @@ static idset_t *parse_ranks(const char *arg, uint32_t size)
 }
 
 /* The exec.run body, as JSON text (caller frees). */
-static char *make_body(int argc, char **argv, const char *dir, bool use_stdin,
-                       size_t window)
+static char *make_body(
+    int argc, char **argv, const char *dir, bool use_stdin, size_t window)
 {
     json_t *cmd = json_array(), *body;
     char cwd[4096], *path = NULL, *s;
@@ -573,7 +576,8 @@ static char *make_body(int argc, char **argv, const char *dir, bool use_stdin,
     return s;
 }
 
-static void start_ranks(struct execcmd *ec, const idset_t *ids,
+static void start_ranks(struct execcmd *ec,
+                        const idset_t *ids,
                         const char *body)
 {
     size_t i = 0;
@@ -587,8 +591,8 @@ static void start_ranks(struct execcmd *ec, const idset_t *ids,
         r->ec = ec;
         r->rank = id;
         if (!(r->f = eddy_rpc(ec->h, "exec.run", id, EDDY_RPC_STREAMING, body,
-                              NULL, 0))
-            || eddy_future_then(r->f, -1, on_run_response, r) < 0)
+                              NULL, 0)) ||
+            eddy_future_then(r->f, -1, on_run_response, r) < 0)
             rank_failed(r, errno, NULL);
     }
 }
@@ -680,15 +684,15 @@ static int exec_run(int argc, char **argv)
         ec.window = WINDOW_MIN;
     if (ec.window > WINDOW_MAX)
         ec.window = WINDOW_MAX;
-    body = make_body(argc - optind, argv + optind, dir, ec.use_stdin,
-                     ec.window);
+    body =
+        make_body(argc - optind, argv + optind, dir, ec.use_stdin, ec.window);
 
     /* 2. start every rank, then run the loop until every stream ends */
     signals_init(&ec);
     start_ranks(&ec, ids, body);
     while (ec.ndone < ec.nranks && !ec.aborted) {
-        if (uv_run(ec.loop, UV_RUN_DEFAULT) == 0 && ec.ndone < ec.nranks
-            && !ec.aborted) {
+        if (uv_run(ec.loop, UV_RUN_DEFAULT) == 0 && ec.ndone < ec.nranks &&
+            !ec.aborted) {
             /* nothing left that could answer */
             for (size_t i = 0; i < ec.nranks; i++)
                 if (!ec.ranks[i].done)

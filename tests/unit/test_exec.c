@@ -113,8 +113,11 @@ static struct resp *add_resp(broker_req_t *req)
     return r;
 }
 
-int broker_respond(broker_req_t *req, json_t *body, const void *payload,
-                   size_t payload_len, int flags)
+int broker_respond(broker_req_t *req,
+                   json_t *body,
+                   const void *payload,
+                   size_t payload_len,
+                   int flags)
 {
     struct resp *r = add_resp(req);
 
@@ -188,9 +191,13 @@ static uint32_t next_tag;
 
 /* Send a request as the broker would; the caller holds the returned
  * reference and drops it with broker_req_decref(). */
-static broker_req_t *send_req(const char *topic, int flags, uint64_t origin,
-                              uint32_t tag, const char *json,
-                              const void *payload, size_t len)
+static broker_req_t *send_req(const char *topic,
+                              int flags,
+                              uint64_t origin,
+                              uint32_t tag,
+                              const char *json,
+                              const void *payload,
+                              size_t len)
 {
     broker_req_t *req = calloc(1, sizeof(*req));
     const struct service_handler *h;
@@ -248,7 +255,9 @@ static void wait_ended(broker_req_t *req)
 }
 
 /* Concatenated output of one stream. */
-static void collect(broker_req_t *req, const char *stream, char *buf,
+static void collect(broker_req_t *req,
+                    const char *stream,
+                    char *buf,
                     size_t size)
 {
     size_t n = 0;
@@ -281,8 +290,8 @@ static int exit_status(broker_req_t *req)
 
     assert_int_equal(r->errnum, 0);
     assert_true(r->flags & MSG_FLAG_EOS);
-    assert_int_equal(json_unpack(r->body, "{s:s s:i}", "type", &type,
-                                 "status", &status), 0);
+    assert_int_equal(
+        json_unpack(r->body, "{s:s s:i}", "type", &type, "status", &status), 0);
     assert_string_equal(type, "exit");
     return status;
 }
@@ -295,7 +304,8 @@ static uint64_t started_id(broker_req_t *req)
 
     assert_true(req->nresp > 0);
     assert_int_equal(json_unpack(req->resp[0].body, "{s:s s:i s:I}", "type",
-                                 &type, "pid", &pid, "id", &id), 0);
+                                 &type, "pid", &pid, "id", &id),
+                     0);
     assert_string_equal(type, "started");
     assert_true(pid > 0);
     return (uint64_t)id;
@@ -339,8 +349,8 @@ static void test_echo(void **state)
     assert_string_equal(buf, "out\n");
     collect(req, "stderr", buf, sizeof(buf));
     assert_string_equal(buf, "err\n");
-    assert_int_equal(json_integer_value(json_object_get(last(req)->body,
-                                                        "exitcode")), 0);
+    assert_int_equal(
+        json_integer_value(json_object_get(last(req)->body, "exitcode")), 0);
     assert_true(json_is_null(json_object_get(last(req)->body, "signal")));
     broker_req_decref(req);
 }
@@ -443,8 +453,8 @@ static void test_invalid(void **state)
 
 static void test_not_streaming(void **state)
 {
-    broker_req_t *req = send_req("exec.run", 0, 1, 0, "{\"cmd\":[\"true\"]}",
-                                 NULL, 0);
+    broker_req_t *req =
+        send_req("exec.run", 0, 1, 0, "{\"cmd\":[\"true\"]}", NULL, 0);
     assert_int_equal(req->resp[0].errnum, EPROTO);
     broker_req_decref(req);
 }
@@ -548,8 +558,8 @@ static void test_kill(void **state)
     broker_req_decref(k);
     wait_ended(req);
     assert_int_equal(exit_status(req), 128 + 15);
-    assert_int_equal(json_integer_value(json_object_get(last(req)->body,
-                                                        "signal")), 15);
+    assert_int_equal(
+        json_integer_value(json_object_get(last(req)->body, "signal")), 15);
     assert_true(json_is_null(json_object_get(last(req)->body, "exitcode")));
 
     k = send_req("exec.kill", 0, 2, 0, json, NULL, 0);
@@ -586,12 +596,12 @@ static void test_cancel(void **state)
 
 static void test_disconnect(void **state)
 {
-    broker_req_t *a = send_req("exec.run", MSG_FLAG_STREAMING, 11, 0,
-                               "{\"cmd\":[\"sleep\",\"30\"],\"stdin\":true}",
-                               NULL, 0);
-    broker_req_t *b = send_req("exec.run", MSG_FLAG_STREAMING, 12, 0,
-                               "{\"cmd\":[\"sh\",\"-c\",\"sleep 0.2\"]}",
-                               NULL, 0);
+    broker_req_t *a =
+        send_req("exec.run", MSG_FLAG_STREAMING, 11, 0,
+                 "{\"cmd\":[\"sleep\",\"30\"],\"stdin\":true}", NULL, 0);
+    broker_req_t *b =
+        send_req("exec.run", MSG_FLAG_STREAMING, 12, 0,
+                 "{\"cmd\":[\"sh\",\"-c\",\"sleep 0.2\"]}", NULL, 0);
 
     exec_service.disconnect(ctx, 11);
     wait_ended(a);
@@ -738,7 +748,8 @@ static void test_window_disconnect(void **state)
     /* a paused process whose client left still ends (and is reaped) */
     broker_req_t *req = send_req("exec.run", MSG_FLAG_STREAMING, 21, 0,
                                  "{\"cmd\":[\"cat\",\"/dev/zero\"],"
-                                 "\"window\":4096}", NULL, 0);
+                                 "\"window\":4096}",
+                                 NULL, 0);
     spin(100);
     assert_false(req->ended);
     exec_service.disconnect(ctx, 21);
