@@ -25,7 +25,8 @@ void bootstrap_destroy(struct bootstrap *bs)
     errno = saved_errno;
 }
 
-static int set_hostname(struct bootstrap *bs, const char *name,
+static int set_hostname(struct bootstrap *bs,
+                        const char *name,
                         eddy_error_t *err)
 {
     char buf[256];
@@ -51,7 +52,8 @@ static char *addr_port(const char *addr, int port)
 }
 
 /* rank/size from the command line, sockets from --listen-fd/--listen. */
-static int bootstrap_args(struct bootstrap *bs, const struct broker_opts *o,
+static int bootstrap_args(struct bootstrap *bs,
+                          const struct broker_opts *o,
                           eddy_error_t *err)
 {
     if (o->rank < 0 || o->size < 0) {
@@ -69,7 +71,8 @@ static int bootstrap_args(struct bootstrap *bs, const struct broker_opts *o,
 }
 
 /* Everything from the hosts file; --size, if given, must agree. */
-static int bootstrap_hosts(struct bootstrap *bs, const struct broker_opts *o,
+static int bootstrap_hosts(struct bootstrap *bs,
+                           const struct broker_opts *o,
                            eddy_error_t *err)
 {
     hostsfile_t *hf;
@@ -101,17 +104,18 @@ static int bootstrap_hosts(struct bootstrap *bs, const struct broker_opts *o,
         goto error;
     }
     bs->rank = (uint32_t)o->rank;
-    if (topo_nchildren(bs->rank, bs->size, bs->fanout) > 0
-        && o->listen_fd < 0) {
+    if (topo_nchildren(bs->rank, bs->size, bs->fanout) > 0 &&
+        o->listen_fd < 0) {
         port = hostsfile_port(hf, bs->rank);
         if (port == 0) {
             errno = EINVAL;
-            errprintf(err, "hosts file %s: rank %u has children and needs "
-                           "a port other than 0", o->hosts, bs->rank);
+            errprintf(err,
+                      "hosts file %s: rank %u has children and needs "
+                      "a port other than 0",
+                      o->hosts, bs->rank);
             goto error;
         }
-        if (!(bs->listen_addr = addr_port(hostsfile_addr(hf, bs->rank),
-                                          port)))
+        if (!(bs->listen_addr = addr_port(hostsfile_addr(hf, bs->rank), port)))
             goto nomem;
     }
     if (bs->rank > 0) {
@@ -120,8 +124,8 @@ static int bootstrap_hosts(struct bootstrap *bs, const struct broker_opts *o,
                                           hostsfile_port(hf, parent))))
             goto nomem;
     }
-    if (set_hostname(bs, o->hostname ? o->hostname
-                                     : hostsfile_host(hf, bs->rank),
+    if (set_hostname(bs,
+                     o->hostname ? o->hostname : hostsfile_host(hf, bs->rank),
                      err) < 0)
         goto error;
     hostsfile_destroy(hf);
@@ -158,14 +162,12 @@ struct bootstrap *bootstrap_create(const struct broker_opts *o,
     if (o->hosts) {
         if (bootstrap_hosts(bs, o, err) < 0)
             goto error;
-    }
-    else {
+    } else {
         if (bootstrap_args(bs, o, err) < 0)
             goto error;
         if (bs->size < 1 || bs->size > IDSET_ID_MAX) {
             errno = EINVAL;
-            errprintf(err, "--size=%ld: must be 1..%u", o->size,
-                      IDSET_ID_MAX);
+            errprintf(err, "--size=%ld: must be 1..%u", o->size, IDSET_ID_MAX);
             goto error;
         }
         if ((uint32_t)o->rank >= bs->size) {
@@ -186,11 +188,13 @@ struct bootstrap *bootstrap_create(const struct broker_opts *o,
         errprintf(err, "rank %u needs --parent=ADDR:PORT", bs->rank);
         goto error;
     }
-    if (topo_nchildren(bs->rank, bs->size, bs->fanout) > 0
-        && bs->listen_fd < 0 && !bs->listen_addr) {
+    if (topo_nchildren(bs->rank, bs->size, bs->fanout) > 0 &&
+        bs->listen_fd < 0 && !bs->listen_addr) {
         errno = EINVAL;
-        errprintf(err, "rank %u has children: it needs --listen-fd or "
-                       "--listen", bs->rank);
+        errprintf(err,
+                  "rank %u has children: it needs --listen-fd or "
+                  "--listen",
+                  bs->rank);
         goto error;
     }
     return bs;

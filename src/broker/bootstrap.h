@@ -30,14 +30,14 @@
 struct broker_opts;
 
 struct bootstrap {
-    const char *method;    /* "args", "hosts" */
+    const char *method; /* "args", "hosts" */
     uint32_t rank;
     uint32_t size;
     uint32_t fanout;
-    int listen_fd;         /* inherited listening TCP socket, or -1 */
-    char *listen_addr;     /* "ADDR:PORT" to bind, or NULL */
-    char *parent_addr;     /* "ADDR:PORT" of the parent, NULL at rank 0 */
-    char *hostname;        /* this broker's host name */
+    int listen_fd;     /* inherited listening TCP socket, or -1 */
+    char *listen_addr; /* "ADDR:PORT" to bind, or NULL */
+    char *parent_addr; /* "ADDR:PORT" of the parent, NULL at rank 0 */
+    char *hostname;    /* this broker's host name */
 };
 
 /* NULL with errno (EINVAL for inconsistent options) and 'err' filled. */

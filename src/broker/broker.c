@@ -64,8 +64,8 @@ static const char usage[] =
     "                   [--log-level=N] [--hostname=NAME]\n"
     "Normally started by 'eddy start'.\n";
 
-static int parse_long(const char *name, const char *s, long min, long max,
-                      long *out)
+static int parse_long(
+    const char *name, const char *s, long min, long max, long *out)
 {
     char *end;
     long v;
@@ -73,8 +73,10 @@ static int parse_long(const char *name, const char *s, long min, long max,
     errno = 0;
     v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < min || v > max) {
-        fprintf(stderr, "eddy-broker: --%s=%s: expected an integer in "
-                "%ld..%ld\n", name, s, min, max);
+        fprintf(stderr,
+                "eddy-broker: --%s=%s: expected an integer in "
+                "%ld..%ld\n",
+                name, s, min, max);
         return -1;
     }
     *out = v;
@@ -89,8 +91,10 @@ static int parse_seconds(const char *name, const char *s, double *out)
     errno = 0;
     v = strtod(s, &end);
     if (errno || end == s || *end || !(v > 0) || v > 86400) {
-        fprintf(stderr, "eddy-broker: --%s=%s: expected a number of "
-                "seconds > 0\n", name, s);
+        fprintf(stderr,
+                "eddy-broker: --%s=%s: expected a number of "
+                "seconds > 0\n",
+                name, s);
         return -1;
     }
     *out = v;
@@ -121,8 +125,8 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
                 return -1;
             break;
         case OPT_FANOUT:
-            if (parse_long("fanout", optarg, 1, BROKER_FANOUT_MAX, &o->fanout)
-                < 0)
+            if (parse_long("fanout", optarg, 1, BROKER_FANOUT_MAX, &o->fanout) <
+                0)
                 return -1;
             break;
         case OPT_RUNDIR:
@@ -160,8 +164,8 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
                 return -1;
             break;
         case OPT_LOG_LEVEL:
-            if (parse_long("log-level", optarg, LOG_LEVEL_ERR,
-                           LOG_LEVEL_DEBUG, &v) < 0)
+            if (parse_long("log-level", optarg, LOG_LEVEL_ERR, LOG_LEVEL_DEBUG,
+                           &v) < 0)
                 return -1;
             o->log_level = (int)v;
             break;
@@ -172,8 +176,10 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
             fputs(usage, stdout);
             exit(0);
         default:
-            fprintf(stderr, "eddy-broker: unknown or incomplete option "
-                    "'%s'\n%s", argv[optind - 1], usage);
+            fprintf(stderr,
+                    "eddy-broker: unknown or incomplete option "
+                    "'%s'\n%s",
+                    argv[optind - 1], usage);
             return -1;
         }
     }
@@ -188,7 +194,7 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
     }
     if (o->heartbeat_timeout <= o->heartbeat) {
         fprintf(stderr, "eddy-broker: --heartbeat-timeout must be longer "
-                "than --heartbeat\n");
+                        "than --heartbeat\n");
         return -1;
     }
     return 0;
@@ -209,8 +215,8 @@ static int check_rundir(const char *dir, eddy_error_t *err)
     }
     if (st.st_uid != getuid()) {
         errno = EPERM;
-        return errprintf(err, "rundir %s: owned by uid %u, not by uid %u",
-                         dir, (unsigned)st.st_uid, (unsigned)getuid());
+        return errprintf(err, "rundir %s: owned by uid %u, not by uid %u", dir,
+                         (unsigned)st.st_uid, (unsigned)getuid());
     }
     if (st.st_mode & 077) {
         errno = EPERM;
@@ -244,9 +250,10 @@ static int load_key(const char *path, unsigned char *key, eddy_error_t *err)
     }
     if (st.st_uid != getuid() || (st.st_mode & 077)) {
         errno = EPERM;
-        errprintf(err, "key file %s: mode %04o owner uid %u: must be "
-                  "readable by its owner (uid %u) only", path,
-                  (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+        errprintf(err,
+                  "key file %s: mode %04o owner uid %u: must be "
+                  "readable by its owner (uid %u) only",
+                  path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
                   (unsigned)getuid());
         goto error;
     }
@@ -259,14 +266,14 @@ static int load_key(const char *path, unsigned char *key, eddy_error_t *err)
     len = (size_t)n;
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
         buf[--len] = '\0';
-    if (len != 2 * BROKER_KEY_SIZE
-        || sodium_hex2bin(key, BROKER_KEY_SIZE, buf, len, NULL, &binlen, &end)
-               < 0
-        || binlen != BROKER_KEY_SIZE || *end != '\0') {
+    if (len != 2 * BROKER_KEY_SIZE ||
+        sodium_hex2bin(key, BROKER_KEY_SIZE, buf, len, NULL, &binlen, &end) <
+            0 ||
+        binlen != BROKER_KEY_SIZE || *end != '\0') {
         sodium_memzero(buf, sizeof(buf));
         errno = EINVAL;
-        return errprintf(err, "key file %s: expected %d hex characters",
-                         path, 2 * BROKER_KEY_SIZE);
+        return errprintf(err, "key file %s: expected %d hex characters", path,
+                         2 * BROKER_KEY_SIZE);
     }
     sodium_memzero(buf, sizeof(buf));
     return 0;
@@ -293,8 +300,8 @@ static int build_topics(broker_t *b, eddy_error_t *err)
         for (; h && h->topic; h++)
             n++;
     }
-    if (!(b->svcs = calloc(b->nsvcs ? b->nsvcs : 1, sizeof(b->svcs[0])))
-        || !(b->topics = calloc(n ? n : 1, sizeof(b->topics[0]))))
+    if (!(b->svcs = calloc(b->nsvcs ? b->nsvcs : 1, sizeof(b->svcs[0]))) ||
+        !(b->topics = calloc(n ? n : 1, sizeof(b->topics[0]))))
         return errprintf(err, "out of memory");
     for (size_t i = 0; i < b->nsvcs; i++) {
         const struct service_handler *h = broker_services[i]->handlers;
@@ -411,7 +418,8 @@ static void exit_timer_cb(uv_timer_t *t)
 {
     broker_t *b = t->data;
 
-    broker_log(b, LOG_LEVEL_WARNING, "handles still active at exit: "
+    broker_log(b, LOG_LEVEL_WARNING,
+               "handles still active at exit: "
                "stopping the loop");
     uv_stop(&b->loop);
 }
@@ -440,6 +448,11 @@ static void finish(broker_t *b)
     services_destroy(b);
     uv_close((uv_handle_t *)&b->sigterm, NULL);
     uv_close((uv_handle_t *)&b->sigint, NULL);
+    /* Closing the handles restored the default action; a late SIGTERM
+     * (everybody signalled at once) must not turn our clean exit into a
+     * death by signal. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     uv_close((uv_handle_t *)&b->shutdown_timer, NULL);
     uv_check_stop(&b->reaper);
     /* A service that left a handle active would keep us alive forever. */
@@ -454,8 +467,10 @@ static void shutdown_timer_cb(uv_timer_t *t)
     unsigned n = overlay_children_connected(b);
 
     if (n > 0 && b->exit_code == 0)
-        broker_log(b, LOG_LEVEL_WARNING, "%u children still connected after "
-                   "%d s: closing", n, BROKER_SHUTDOWN_TIMEOUT_MS / 1000);
+        broker_log(b, LOG_LEVEL_WARNING,
+                   "%u children still connected after "
+                   "%d s: closing",
+                   n, BROKER_SHUTDOWN_TIMEOUT_MS / 1000);
     finish(b);
 }
 
@@ -468,8 +483,8 @@ void broker_shutdown(broker_t *b, const char *why)
     b->state = BROKER_SHUTDOWN;
     broker_log(b, LOG_LEVEL_INFO, "shutting down (%s)", why);
     /* Our subtree goes with us (a no-op if our parent already told it). */
-    if (b->rank > 0 && strcmp(why, "shutdown event") != 0
-        && (ev = msg_create(MSG_EVENT, "broker.shutdown", NULL, NULL, 0))) {
+    if (b->rank > 0 && strcmp(why, "shutdown event") != 0 &&
+        (ev = msg_create(MSG_EVENT, "broker.shutdown", NULL, NULL, 0))) {
         ev->rank = b->rank;
         broker_deliver_event(b, ev);
         msg_decref(ev);
@@ -539,8 +554,8 @@ static FILE *open_log(const char *path, eddy_error_t *err)
     FILE *f;
     int fd;
 
-    if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600))
-        < 0) {
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) <
+        0) {
         errprintf(err, "cannot open log %s: %s", path, strerror(errno));
         return NULL;
     }
@@ -584,9 +599,10 @@ broker_t *broker_create(const struct broker_opts *o,
     b->loop.data = b;
     if (o->ready_fd >= 0)
         fcntl(o->ready_fd, F_SETFD, FD_CLOEXEC);
-    if (!(b->hostname = strdup(bs->hostname)) || !(b->rundir = strdup(o->rundir))
-        || asprintf(&b->local_path, "%s/local-%u", o->rundir, b->rank) < 0
-        || asprintf(&b->local_uri, "local://%s", b->local_path) < 0) {
+    if (!(b->hostname = strdup(bs->hostname)) ||
+        !(b->rundir = strdup(o->rundir)) ||
+        asprintf(&b->local_path, "%s/local-%u", o->rundir, b->rank) < 0 ||
+        asprintf(&b->local_uri, "local://%s", b->local_path) < 0) {
         b->local_path = b->local_uri = NULL;
         errprintf(err, "out of memory");
         goto error;
@@ -648,9 +664,11 @@ error:
 
 int broker_start(broker_t *b, const struct bootstrap *bs, eddy_error_t *err)
 {
-    broker_log(b, LOG_LEVEL_INFO, "starting: rank %u of %u, fanout %u, "
-               "host %s, pid %d (%s bootstrap)", b->rank, b->size, b->fanout,
-               b->hostname, (int)getpid(), bs->method);
+    broker_log(b, LOG_LEVEL_INFO,
+               "starting: rank %u of %u, fanout %u, "
+               "host %s, pid %d (%s bootstrap)",
+               b->rank, b->size, b->fanout, b->hostname, (int)getpid(),
+               bs->method);
     uv_signal_start(&b->sigterm, signal_cb, SIGTERM);
     uv_signal_start(&b->sigint, signal_cb, SIGINT);
     if (services_init(b, err) < 0 || local_start(b, err) < 0)
@@ -673,8 +691,13 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
 {
     broker_t *b = arg;
 
+    bool ours = h == (uv_handle_t *)&b->exit_timer ||
+                h == (uv_handle_t *)&b->reaper ||
+                h == (uv_handle_t *)&b->linger_timer;
+
     if (!uv_is_closing(h)) {
-        if (b->state == BROKER_FINISHED && h != (uv_handle_t *)&b->exit_timer)
+        /* Anything else still open here was left by a service. */
+        if (b->state == BROKER_FINISHED && !ours)
             broker_log(b, LOG_LEVEL_DEBUG, "closing a leftover %s handle",
                        uv_handle_type_name(uv_handle_get_type(h)));
         uv_close(h, NULL);

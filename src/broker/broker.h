@@ -27,7 +27,15 @@
  *   --heartbeat      idle-link heartbeat period (default 1 s)
  *   --heartbeat-timeout  a peer silent this long is lost (default 5 s)
  *   --log-level      3 err .. 7 debug (default 6 info)
- *   EDDY_BROKER_TRACE=1 prints every overlay message to stderr.
+ *   EDDY_BROKER_TRACE=1 prints every overlay message to stderr (=2: and
+ *   every client message).
+ *
+ * Exit status: 0 after a clean shutdown; 1 on a startup error (one line on
+ * stderr, "eddy-broker[R]: ..."), when the parent is lost, or when
+ * authentication with the parent fails.  Log lines go to RUNDIR/broker-R.log
+ * (and err-level lines also to stderr); the last BROKER_LOG_LINES are kept
+ * for broker.dmesg.  A broker refuses to start if RUNDIR/local-R answers
+ * (the same rank is already running).
  *
  * Lifecycle of a broker:
  *  1. broker_parse_args() reads the command line into broker_opts.
@@ -80,21 +88,24 @@
 struct bootstrap;
 
 /* Named limits. */
-#define BROKER_KEY_SIZE 32               /* crypto_auth_KEYBYTES */
-#define BROKER_NONCE_SIZE 32             /* challenge nonces */
-#define BROKER_AUTH_FRAME_MAX 4096       /* hello/challenge are tiny */
-#define BROKER_AUTH_TIMEOUT_MS 5000      /* silent unauthenticated peers */
-#define BROKER_CONNECT_TIMEOUT_MS 60000  /* parent not up yet (hosts mode) */
+#define BROKER_KEY_SIZE 32              /* crypto_auth_KEYBYTES */
+#define BROKER_NONCE_SIZE 32            /* challenge nonces */
+#define BROKER_AUTH_FRAME_MAX 4096      /* hello/challenge are tiny */
+#define BROKER_AUTH_TIMEOUT_MS 5000     /* silent unauthenticated peers */
+#define BROKER_CONNECT_TIMEOUT_MS 60000 /* parent not up yet (hosts mode) */
 #define BROKER_CONNECT_RETRY_MS 250
-#define BROKER_SHUTDOWN_TIMEOUT_MS 5000  /* wait for children to leave */
-#define BROKER_LINGER_MS 1000            /* flush before a refusal close */
+#define BROKER_SHUTDOWN_TIMEOUT_MS 5000     /* wait for children to leave */
+#define BROKER_LINGER_MS 1000               /* flush before a refusal close */
 #define BROKER_CLIENT_QUEUE_MAX (64u << 20) /* a client that reads nothing */
-#define BROKER_LOG_LINES 2000            /* broker.dmesg ring */
+#define BROKER_LOG_LINES 2000               /* broker.dmesg ring */
 #define BROKER_FANOUT_MAX 1024
+/* Unauthenticated broker links at once: real children are few, and each
+ * costs a read buffer until it times out. */
+#define BROKER_INBOUND_MAX 64
 
 struct broker_opts {
-    long rank;          /* -1 if not given */
-    long size;          /* -1 if not given */
+    long rank; /* -1 if not given */
+    long size; /* -1 if not given */
     long fanout;
     const char *rundir;
     const char *keyfile; /* NULL: RUNDIR/key */
@@ -102,7 +113,7 @@ struct broker_opts {
     const char *listen_addr;
     const char *parent_addr;
     const char *hosts;
-    int ready_fd;        /* -1 if not given */
+    int ready_fd; /* -1 if not given */
     double heartbeat;
     double heartbeat_timeout;
     int log_level;
@@ -119,30 +130,30 @@ enum conn_kind {
 
 struct conn {
     broker_t *b;
-    uint64_t id;            /* never 0, never reused */
+    uint64_t id; /* never 0, never reused */
     enum conn_kind kind;
-    msgconn_t *mc;          /* NULL once closed */
-    char name[96];          /* "uid 1000 pid 42", "127.0.0.1:4000" */
-    uint32_t rank;          /* peer rank (children, parent) */
-    uint32_t uid;           /* peer uid (clients) */
+    msgconn_t *mc; /* NULL once closed */
+    char name[96]; /* "uid 1000 pid 42", "127.0.0.1:4000" */
+    uint32_t rank; /* peer rank (children, parent) */
+    uint32_t uid;  /* peer uid (clients) */
     uint32_t pid;
-    uint32_t next_tag;      /* matchtags of requests we send on it */
-    uint64_t t_open;        /* uv_now() ms */
+    uint32_t next_tag; /* matchtags of requests we send on it */
+    uint64_t t_open;   /* uv_now() ms */
     uint64_t t_recv;
     uint64_t t_send;
-    bool lingering;         /* closing once its queue is flushed */
+    bool lingering; /* closing once its queue is flushed */
     uint64_t linger_deadline;
-    bool leaving;           /* peer said goodbye: its EOF is no loss */
+    bool leaving; /* peer said goodbye: its EOF is no loss */
     unsigned char nonce[BROKER_NONCE_SIZE]; /* challenge sent / our nonce */
-    struct conn *next;      /* b->conns_list, or b->zombies once dropped */
+    struct conn *next; /* b->conns_list, or b->zombies once dropped */
     struct conn *prev;
 };
 
 enum broker_state {
     BROKER_STARTING,
     BROKER_RUNNING,
-    BROKER_SHUTDOWN,  /* services told, waiting for children */
-    BROKER_FINISHED,  /* everything closed, loop draining */
+    BROKER_SHUTDOWN, /* services told, waiting for children */
+    BROKER_FINISHED, /* everything closed, loop draining */
 };
 
 struct service_instance {
@@ -158,7 +169,7 @@ struct topic_entry {
 };
 
 struct subscription {
-    broker_req_t *req;          /* NULL once dropped (swept later) */
+    broker_req_t *req; /* NULL once dropped (swept later) */
     char *prefix;
     struct subscription *next;
 };
@@ -183,16 +194,16 @@ struct broker {
     uint64_t t_start_ns;
     bool trace;
     bool trace_clients;
-    int delivering;             /* nesting of event delivery */
+    int delivering; /* nesting of event delivery */
 
     struct service_instance *svcs;
     size_t nsvcs;
     struct topic_entry *topics; /* sorted by topic */
     size_t ntopics;
 
-    keymap_t *conns;            /* id -> struct conn */
+    keymap_t *conns; /* id -> struct conn */
     struct conn *conns_list;
-    struct conn *zombies;       /* dropped, freed from the reaper */
+    struct conn *zombies; /* dropped, freed from the reaper */
     uint64_t next_conn_id;
     route_t *route;
     struct subscription *subs;
@@ -257,8 +268,10 @@ void broker_shutdown_instance(broker_t *b, const char *why);
 
 /* Wrap a connected stream (ownership passes, also on failure) in a new
  * conn of 'kind'.  NULL with errno. */
-struct conn *conn_create(broker_t *b, enum conn_kind kind,
-                         uv_stream_t *stream, const char *name);
+struct conn *conn_create(broker_t *b,
+                         enum conn_kind kind,
+                         uv_stream_t *stream,
+                         const char *name);
 
 struct conn *conn_lookup(broker_t *b, uint64_t id);
 
@@ -306,8 +319,12 @@ void broker_route_request(broker_t *b, struct conn *from, msg_t *msg);
 void broker_deliver_event(broker_t *b, const msg_t *msg);
 
 /* Respond to a request with a custom topic (event streams). */
-int broker_respond_topic(broker_req_t *req, const char *topic, json_t *body,
-                         const void *payload, size_t len, int flags);
+int broker_respond_topic(broker_req_t *req,
+                         const char *topic,
+                         json_t *body,
+                         const void *payload,
+                         size_t len,
+                         int flags);
 
 /* Subscriptions (broker.subscribe). */
 int broker_subscribe(broker_t *b, broker_req_t *req, const char *prefix);
@@ -318,8 +335,7 @@ struct conn *broker_origin_child(broker_t *b, uint64_t origin);
 
 /* --- overlay.c ------------------------------------------------------ */
 
-int overlay_create(broker_t *b, const struct bootstrap *bs,
-                   eddy_error_t *err);
+int overlay_create(broker_t *b, const struct bootstrap *bs, eddy_error_t *err);
 /* Start listening and connecting.  -1 with err. */
 int overlay_start(broker_t *b, eddy_error_t *err);
 void overlay_destroy(broker_t *b);
@@ -350,7 +366,9 @@ void overlay_close_all(broker_t *b);
 const char *overlay_listen_addr(broker_t *b);
 
 /* Internal service hooks (overlay_svc.c). */
-int overlay_child_ready(broker_t *b, struct conn *child, json_t *ranks,
+int overlay_child_ready(broker_t *b,
+                        struct conn *child,
+                        json_t *ranks,
                         eddy_error_t *err);
 void overlay_mark_lost(broker_t *b, uint32_t rank, const char *reason);
 void overlay_child_goodbye(broker_t *b, struct conn *child);

@@ -51,20 +51,16 @@ static void info(broker_req_t *req, void *ctx)
         json_array_append_new(children,
                               json_integer(topo_child(b->rank, b->fanout, i)));
     listen = overlay_listen_addr(b);
-    body = json_pack("{s:I s:I s:I s:s s:o s:o s:f s:I s:s s:o}",
-                     "rank", (json_int_t)b->rank,
-                     "size", (json_int_t)b->size,
-                     "fanout", (json_int_t)b->fanout,
-                     "hostname", b->hostname,
-                     "parent", b->rank == 0
-                                   ? json_null()
-                                   : json_integer(topo_parent(b->rank,
-                                                              b->fanout)),
-                     "children", children,
-                     "uptime", (double)(uv_hrtime() - b->t_start_ns) / 1e9,
-                     "pid", (json_int_t)getpid(),
-                     "version", EDDY_VERSION_STRING,
-                     "listen", listen ? json_string(listen) : json_null());
+    body =
+        json_pack("{s:I s:I s:I s:s s:o s:o s:f s:I s:s s:o}", "rank",
+                  (json_int_t)b->rank, "size", (json_int_t)b->size, "fanout",
+                  (json_int_t)b->fanout, "hostname", b->hostname, "parent",
+                  b->rank == 0 ? json_null()
+                               : json_integer(topo_parent(b->rank, b->fanout)),
+                  "children", children, "uptime",
+                  (double)(uv_hrtime() - b->t_start_ns) / 1e9, "pid",
+                  (json_int_t)getpid(), "version", EDDY_VERSION_STRING,
+                  "listen", listen ? json_string(listen) : json_null());
     children = NULL; /* stolen by "o", even on failure */
     if (!body)
         goto nomem;
@@ -82,8 +78,10 @@ static void shutdown_req(broker_req_t *req, void *ctx)
     if (broker_req_is_cancel(req))
         return;
     if (b->rank != 0) {
-        broker_respond_error(req, EINVAL, "rank %u: broker.shutdown goes to "
-                             "rank 0", b->rank);
+        broker_respond_error(req, EINVAL,
+                             "rank %u: broker.shutdown goes to "
+                             "rank 0",
+                             b->rank);
         return;
     }
     broker_respond(req, json_object(), NULL, 0, 0);
@@ -126,12 +124,14 @@ static void subscribe(broker_req_t *req, void *ctx)
         return;
     }
     if (json_unpack(msg->body, "{s:s}", "prefix", &prefix) < 0) {
-        broker_respond_error(req, EPROTO, "broker.subscribe: expected "
+        broker_respond_error(req, EPROTO,
+                             "broker.subscribe: expected "
                              "{\"prefix\": string}");
         return;
     }
     if (!broker_req_is_streaming(req)) {
-        broker_respond_error(req, EPROTO, "broker.subscribe must be a "
+        broker_respond_error(req, EPROTO,
+                             "broker.subscribe must be a "
                              "streaming request");
         return;
     }
@@ -164,27 +164,33 @@ static void publish(broker_req_t *req, void *ctx)
 
     if (broker_req_is_cancel(req))
         return;
-    if (json_unpack(msg->body, "{s:s s?o}", "topic", &topic, "body", &body)
-        < 0) {
+    if (json_unpack(msg->body, "{s:s s?o}", "topic", &topic, "body", &body) <
+        0) {
         errnum = EPROTO;
-        broker_respond_error(req, errnum, "broker.publish: expected "
+        broker_respond_error(req, errnum,
+                             "broker.publish: expected "
                              "{\"topic\": string, \"body\": object}");
         return;
     }
     if (b->rank != 0) {
-        broker_respond_error(req, EINVAL, "rank %u: events are published "
-                             "at rank 0", b->rank);
+        broker_respond_error(req, EINVAL,
+                             "rank %u: events are published "
+                             "at rank 0",
+                             b->rank);
         return;
     }
     if (!valid_topic(topic) || (body && !json_is_object(body))) {
-        broker_respond_error(req, EINVAL, "broker.publish: invalid topic "
+        broker_respond_error(req, EINVAL,
+                             "broker.publish: invalid topic "
                              "or body");
         return;
     }
     for (const char *const *p = reserved_prefixes; *p; p++) {
         if (!strncmp(topic, *p, strlen(*p))) {
-            broker_respond_error(req, EPERM, "event topic prefix '%s' is "
-                                 "reserved", *p);
+            broker_respond_error(req, EPERM,
+                                 "event topic prefix '%s' is "
+                                 "reserved",
+                                 *p);
             return;
         }
     }

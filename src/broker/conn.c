@@ -14,17 +14,32 @@
 
 #include "broker.h"
 
-static void reaper_cb(uv_check_t *h)
+void conn_free_zombies(broker_t *b)
 {
-    broker_t *b = h->data;
-
     while (b->zombies) {
         struct conn *c = b->zombies;
         b->zombies = c->next;
         free(c);
     }
-    if (b->handles_init)
-        uv_check_stop(h);
+}
+
+static void reaper_cb(uv_check_t *h)
+{
+    broker_t *b = h->data;
+
+    conn_free_zombies(b);
+    uv_check_stop(h);
+}
+
+/* EDDY_BROKER_TRACE=1 traces broker links, =2 clients as well. */
+static void set_trace(struct conn *c)
+{
+    char prefix[160];
+
+    if (c->b->trace && (c->kind != CONN_CLIENT || c->b->trace_clients)) {
+        snprintf(prefix, sizeof(prefix), "broker[%u] %s", c->b->rank, c->name);
+        msgconn_set_trace(c->mc, prefix);
+    }
 }
 
 static void conn_recv_cb(msgconn_t *mc, msg_t *msg, void *arg)
@@ -50,17 +65,20 @@ static void conn_recv_cb(msgconn_t *mc, msg_t *msg, void *arg)
     }
 }
 
-static void conn_close_cb(msgconn_t *mc, int errnum, const char *reason,
+static void conn_close_cb(msgconn_t *mc,
+                          int errnum,
+                          const char *reason,
                           void *arg)
 {
     conn_drop(arg, errnum, reason);
 }
 
-struct conn *conn_create(broker_t *b, enum conn_kind kind,
-                         uv_stream_t *stream, const char *name)
+struct conn *conn_create(broker_t *b,
+                         enum conn_kind kind,
+                         uv_stream_t *stream,
+                         const char *name)
 {
     struct conn *c;
-    char prefix[160];
 
     if (!(c = calloc(1, sizeof(*c)))) {
         uv_close((uv_handle_t *)stream, (uv_close_cb)free);
@@ -71,8 +89,8 @@ struct conn *conn_create(broker_t *b, enum conn_kind kind,
     c->id = ++b->next_conn_id;
     c->t_open = c->t_recv = c->t_send = uv_now(&b->loop);
     snprintf(c->name, sizeof(c->name), "%s", name);
-    if (!(c->mc = msgconn_create(&b->loop, stream, conn_recv_cb,
-                                 conn_close_cb, c))) {
+    if (!(c->mc = msgconn_create(&b->loop, stream, conn_recv_cb, conn_close_cb,
+                                 c))) {
         free(c);
         return NULL;
     }
@@ -82,10 +100,7 @@ struct conn *conn_create(broker_t *b, enum conn_kind kind,
         return NULL;
     }
     msgconn_set_name(c->mc, c->name);
-    if (b->trace && (kind != CONN_CLIENT || b->trace_clients)) {
-        snprintf(prefix, sizeof(prefix), "broker[%u] %s", b->rank, c->name);
-        msgconn_set_trace(c->mc, prefix);
-    }
+    set_trace(c);
     c->next = b->conns_list;
     if (c->next)
         c->next->prev = c;
@@ -100,8 +115,10 @@ void conn_set_name(struct conn *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->name, sizeof(c->name), fmt, ap);
     va_end(ap);
-    if (c->mc)
+    if (c->mc) {
         msgconn_set_name(c->mc, c->name);
+        set_trace(c);
+    }
 }
 
 struct conn *conn_lookup(broker_t *b, uint64_t id)
@@ -118,8 +135,8 @@ int conn_send(struct conn *c, const msg_t *msg)
     if (msgconn_send(c->mc, msg) < 0)
         return -1;
     c->t_send = uv_now(&c->b->loop);
-    if (c->kind == CONN_CLIENT
-        && msgconn_queued(c->mc) > BROKER_CLIENT_QUEUE_MAX) {
+    if (c->kind == CONN_CLIENT &&
+        msgconn_queued(c->mc) > BROKER_CLIENT_QUEUE_MAX) {
         broker_log(c->b, LOG_LEVEL_WARNING,
                    "dropped client %s: more than %u MiB of unread output",
                    c->name, BROKER_CLIENT_QUEUE_MAX >> 20);
@@ -153,8 +170,8 @@ static void conn_unlink(struct conn *c)
 /* A protocol error deserves a warning; an ordinary hang-up does not. */
 static bool is_protocol_error(int errnum)
 {
-    return errnum == EPROTO || errnum == EMSGSIZE || errnum == EINVAL
-           || errnum == EBADMSG;
+    return errnum == EPROTO || errnum == EMSGSIZE || errnum == EINVAL ||
+           errnum == EBADMSG;
 }
 
 void conn_drop(struct conn *c, int errnum, const char *reason)
@@ -171,13 +188,12 @@ void conn_drop(struct conn *c, int errnum, const char *reason)
         reason = errnum ? strerror(errnum) : "connection closed";
     if (c->kind == CONN_CLIENT) {
         if (is_protocol_error(errnum))
-            broker_log(b, LOG_LEVEL_WARNING, "dropped client %s: %s",
-                       c->name, reason);
+            broker_log(b, LOG_LEVEL_WARNING, "dropped client %s: %s", c->name,
+                       reason);
         else
             broker_log(b, LOG_LEVEL_DEBUG, "client %s disconnected: %s",
                        c->name, reason);
-    }
-    else {
+    } else {
         overlay_conn_closed(c, errnum, reason);
         if (!c->mc) /* dropped again from inside the loss handling */
             return;
@@ -230,9 +246,4 @@ bool conn_any_lingering(broker_t *b)
             return true;
     }
     return false;
-}
-
-void conn_free_zombies(broker_t *b)
-{
-    reaper_cb(&b->reaper);
 }

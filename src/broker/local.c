@@ -57,11 +57,13 @@ static void accept_cb(uv_stream_t *server, int status)
         free(pipe);
         return;
     }
-    if (uv_accept(server, (uv_stream_t *)pipe) < 0
-        || uv_fileno((uv_handle_t *)pipe, &fd) < 0
-        || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-        broker_log(b, LOG_LEVEL_WARNING, "local accept: cannot identify "
-                   "the client: %s", strerror(errno));
+    if (uv_accept(server, (uv_stream_t *)pipe) < 0 ||
+        uv_fileno((uv_handle_t *)pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        broker_log(b, LOG_LEVEL_WARNING,
+                   "local accept: cannot identify "
+                   "the client: %s",
+                   strerror(errno));
         uv_close((uv_handle_t *)pipe, (uv_close_cb)free);
         return;
     }
@@ -73,22 +75,23 @@ static void accept_cb(uv_stream_t *server, int status)
     c->pid = (uint32_t)cred.pid;
     if (cred.uid != b->uid && cred.uid != 0) {
         char text[160];
-        broker_log(b, LOG_LEVEL_WARNING, "refused client uid %u pid %d: "
-                   "not the instance owner (uid %u)", (unsigned)cred.uid,
-                   (int)cred.pid, (unsigned)b->uid);
-        snprintf(text, sizeof(text), "connection refused: uid %u is not "
-                 "the instance owner (uid %u)", (unsigned)cred.uid,
-                 (unsigned)b->uid);
+        broker_log(b, LOG_LEVEL_WARNING,
+                   "refused client uid %u pid %d: "
+                   "not the instance owner (uid %u)",
+                   (unsigned)cred.uid, (int)cred.pid, (unsigned)b->uid);
+        snprintf(text, sizeof(text),
+                 "connection refused: uid %u is not "
+                 "the instance owner (uid %u)",
+                 (unsigned)cred.uid, (unsigned)b->uid);
         send_greeting(c, EPERM, json_pack("{s:s}", "errstr", text));
         conn_linger(c);
         return;
     }
     broker_log(b, LOG_LEVEL_DEBUG, "client %s connected", name);
-    send_greeting(c, 0, json_pack("{s:I s:I s:s s:I}", "rank",
-                                  (json_int_t)b->rank, "size",
-                                  (json_int_t)b->size, "version",
-                                  EDDY_VERSION_STRING, "uid",
-                                  (json_int_t)cred.uid));
+    send_greeting(c, 0,
+                  json_pack("{s:I s:I s:s s:I}", "rank", (json_int_t)b->rank,
+                            "size", (json_int_t)b->size, "version",
+                            EDDY_VERSION_STRING, "uid", (json_int_t)cred.uid));
 }
 
 /* 1 if a process accepts connections on 'path' (another broker of the
@@ -118,7 +121,8 @@ int local_start(broker_t *b, eddy_error_t *err)
         return errprintf(err, "socket path %s is longer than %zu bytes",
                          b->local_path, sizeof(sun.sun_path) - 1);
     }
-    if (!(l = calloc(1, sizeof(*l))) || !(l->listener = malloc(sizeof(uv_pipe_t)))) {
+    if (!(l = calloc(1, sizeof(*l))) ||
+        !(l->listener = malloc(sizeof(uv_pipe_t)))) {
         free(l);
         return errprintf(err, "out of memory");
     }

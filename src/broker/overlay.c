@@ -47,18 +47,18 @@ struct child_slot {
 
 struct overlay {
     broker_t *b;
-    uint32_t parent_rank;     /* TOPO_NONE at rank 0 */
-    char *parent_addr;        /* as given, for messages */
-    uint64_t parent_id;       /* conn id of the parent link, 0 if none */
-    bool authed;              /* upstream authenticated (or rank 0) */
+    uint32_t parent_rank; /* TOPO_NONE at rank 0 */
+    char *parent_addr;    /* as given, for messages */
+    uint64_t parent_id;   /* conn id of the parent link, 0 if none */
+    bool authed;          /* upstream authenticated (or rank 0) */
     bool ready_sent;
 
-    int listen_fd;            /* inherited, -1 if none */
-    char *bind_addr;          /* or bind this */
+    int listen_fd;   /* inherited, -1 if none */
+    char *bind_addr; /* or bind this */
     uv_tcp_t *listener;
-    char listen_name[96];     /* "ADDR:PORT" we listen on, "" if none */
+    char listen_name[96]; /* "ADDR:PORT" we listen on, "" if none */
 
-    uv_tcp_t *connecting;     /* outgoing TCP handle before connect_cb */
+    uv_tcp_t *connecting; /* outgoing TCP handle before connect_cb */
     uv_connect_t connect_req;
     uv_timer_t connect_timer;
     uint64_t connect_deadline;
@@ -70,9 +70,9 @@ struct overlay {
     struct child_slot *children;
     uint32_t nchildren;
 
-    uint32_t *lost_by;        /* per rank, TOPO_NONE if reachable */
-    char **lost_reason;       /* per lost subtree root */
-    char **hostnames;         /* ranks of our subtree that reported ready */
+    uint32_t *lost_by;  /* per rank, TOPO_NONE if reachable */
+    char **lost_reason; /* per lost subtree root */
+    char **hostnames;   /* ranks of our subtree that reported ready */
 };
 
 #define HEX_NONCE (2 * BROKER_NONCE_SIZE)
@@ -94,9 +94,9 @@ static int hex_decode(const char *hex, unsigned char *bin, size_t binlen)
     size_t len;
     const char *end;
 
-    if (!hex || strlen(hex) != 2 * binlen
-        || sodium_hex2bin(bin, binlen, hex, 2 * binlen, NULL, &len, &end) < 0
-        || len != binlen || *end != '\0') {
+    if (!hex || strlen(hex) != 2 * binlen ||
+        sodium_hex2bin(bin, binlen, hex, 2 * binlen, NULL, &len, &end) < 0 ||
+        len != binlen || *end != '\0') {
         errno = EINVAL;
         return -1;
     }
@@ -104,8 +104,11 @@ static int hex_decode(const char *hex, unsigned char *bin, size_t binlen)
 }
 
 /* crypto_auth over prefix | nonce | optional decimal rank. */
-static void make_mac(const broker_t *b, const char *prefix,
-                     const unsigned char *nonce, uint32_t rank, bool with_rank,
+static void make_mac(const broker_t *b,
+                     const char *prefix,
+                     const unsigned char *nonce,
+                     uint32_t rank,
+                     bool with_rank,
                      unsigned char mac[crypto_auth_BYTES])
 {
     unsigned char buf[64 + BROKER_NONCE_SIZE];
@@ -117,14 +120,17 @@ static void make_mac(const broker_t *b, const char *prefix,
     memcpy(buf + len, nonce, BROKER_NONCE_SIZE);
     len += BROKER_NONCE_SIZE;
     if (with_rank)
-        len += (size_t)snprintf((char *)buf + len, sizeof(buf) - len, "%u",
-                                rank);
+        len +=
+            (size_t)snprintf((char *)buf + len, sizeof(buf) - len, "%u", rank);
     crypto_auth(mac, buf, len, b->key);
 }
 
-static bool check_mac(const broker_t *b, const char *prefix,
-                      const unsigned char *nonce, uint32_t rank,
-                      bool with_rank, const unsigned char *mac)
+static bool check_mac(const broker_t *b,
+                      const char *prefix,
+                      const unsigned char *nonce,
+                      uint32_t rank,
+                      bool with_rank,
+                      const unsigned char *mac)
 {
     unsigned char buf[64 + BROKER_NONCE_SIZE];
     size_t plen = strlen(prefix);
@@ -135,8 +141,8 @@ static bool check_mac(const broker_t *b, const char *prefix,
     memcpy(buf + len, nonce, BROKER_NONCE_SIZE);
     len += BROKER_NONCE_SIZE;
     if (with_rank)
-        len += (size_t)snprintf((char *)buf + len, sizeof(buf) - len, "%u",
-                                rank);
+        len +=
+            (size_t)snprintf((char *)buf + len, sizeof(buf) - len, "%u", rank);
     return crypto_auth_verify(mac, buf, len, b->key) == 0;
 }
 
@@ -150,19 +156,18 @@ static void sockaddr_name(const struct sockaddr *sa, char *buf, size_t size)
         uv_ip4_name(in, host, sizeof(host));
         port = ntohs(in->sin_port);
         snprintf(buf, size, "%s:%d", host, port);
-    }
-    else if (sa->sa_family == AF_INET6) {
+    } else if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
         uv_ip6_name(in6, host, sizeof(host));
         port = ntohs(in6->sin6_port);
         snprintf(buf, size, "[%s]:%d", host, port);
-    }
-    else
+    } else
         snprintf(buf, size, "?");
 }
 
 /* Resolve "HOST:PORT" or "[V6]:PORT" (blocking: only at startup). */
-static int parse_addr(const char *s, struct sockaddr_storage *ss,
+static int parse_addr(const char *s,
+                      struct sockaddr_storage *ss,
                       eddy_error_t *err)
 {
     char host[256];
@@ -180,8 +185,7 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss,
         start = s + 1;
         hlen = (size_t)(close - start);
         port = close + 2;
-    }
-    else {
+    } else {
         if (!(colon = strrchr(s, ':')))
             goto bad;
         hlen = (size_t)(colon - s);
@@ -203,8 +207,13 @@ bad:
     return errprintf(err, "'%s' is not ADDR:PORT", s);
 }
 
-static int send_json(struct conn *c, int type, const char *topic,
-                     uint32_t rank, uint32_t tag, int flags, json_t *body)
+static int send_json(struct conn *c,
+                     int type,
+                     const char *topic,
+                     uint32_t rank,
+                     uint32_t tag,
+                     int flags,
+                     json_t *body)
 {
     msg_t *msg;
     int rc;
@@ -228,8 +237,8 @@ static json_t *subtree_ranks(struct overlay *ov)
 
     for (uint32_t r = b->rank; a && r < b->size; r++) {
         if (ov->hostnames[r] && topo_in_subtree(b->rank, r, b->fanout))
-            json_array_append_new(a, json_pack("[I,s]", (json_int_t)r,
-                                               ov->hostnames[r]));
+            json_array_append_new(
+                a, json_pack("[I,s]", (json_int_t)r, ov->hostnames[r]));
     }
     return a;
 }
@@ -273,8 +282,7 @@ static void check_ready(struct overlay *ov)
         }
         if (nup == b->size)
             broker_log(b, LOG_LEVEL_INFO,
-                       "instance of %u brokers ready in %.3f s", b->size,
-                       secs);
+                       "instance of %u brokers ready in %.3f s", b->size, secs);
         else {
             idset_t *s = idset_create();
             for (uint32_t r = 0; s && r < b->size; r++) {
@@ -291,8 +299,8 @@ static void check_ready(struct overlay *ov)
         write_ready_fd(b);
         return;
     }
-    if (!(parent = conn_lookup(b, ov->parent_id))
-        || !(ranks = subtree_ranks(ov)))
+    if (!(parent = conn_lookup(b, ov->parent_id)) ||
+        !(ranks = subtree_ranks(ov)))
         return;
     broker_log(b, LOG_LEVEL_DEBUG, "subtree ready in %.3f s", secs);
     send_json(parent, MSG_REQUEST, "overlay.ready", ov->parent_rank, 0,
@@ -300,7 +308,9 @@ static void check_ready(struct overlay *ov)
     write_ready_fd(b);
 }
 
-int overlay_child_ready(broker_t *b, struct conn *child, json_t *ranks,
+int overlay_child_ready(broker_t *b,
+                        struct conn *child,
+                        json_t *ranks,
                         eddy_error_t *err)
 {
     struct overlay *ov = b->ov;
@@ -312,25 +322,28 @@ int overlay_child_ready(broker_t *b, struct conn *child, json_t *ranks,
 
     if (!slot || slot->state != CHILD_UP) {
         errno = EINVAL;
-        return errprintf(err, "rank %u is not a connected child",
-                         child->rank);
+        return errprintf(err, "rank %u is not a connected child", child->rank);
     }
     if (!json_is_array(ranks)) {
         errno = EPROTO;
         return errprintf(err, "ranks must be an array");
     }
     /* Validate all before storing any. */
-    json_array_foreach(ranks, i, e) {
-        if (json_unpack(e, "[Is]", &r, &host) < 0 || r < 0
-            || (uint64_t)r >= b->size
-            || !topo_in_subtree(child->rank, (uint32_t)r, b->fanout)
-            || strlen(host) > 255) {
+    json_array_foreach(ranks, i, e)
+    {
+        if (json_unpack(e, "[Is]", &r, &host) < 0 || r < 0 ||
+            (uint64_t)r >= b->size ||
+            !topo_in_subtree(child->rank, (uint32_t)r, b->fanout) ||
+            strlen(host) > 255) {
             errno = EPROTO;
-            return errprintf(err, "entry %zu is not [rank, hostname] of "
-                                  "rank %u's subtree", i, child->rank);
+            return errprintf(err,
+                             "entry %zu is not [rank, hostname] of "
+                             "rank %u's subtree",
+                             i, child->rank);
         }
     }
-    json_array_foreach(ranks, i, e) {
+    json_array_foreach(ranks, i, e)
+    {
         json_unpack(e, "[Is]", &r, &host);
         free(ov->hostnames[r]);
         ov->hostnames[r] = strdup(host);
@@ -349,8 +362,7 @@ void overlay_mark_lost(broker_t *b, uint32_t rank, const char *reason)
     if (rank >= b->size)
         return;
     for (uint32_t r = rank; r < b->size; r++) {
-        if (ov->lost_by[r] == TOPO_NONE
-            && topo_in_subtree(rank, r, b->fanout))
+        if (ov->lost_by[r] == TOPO_NONE && topo_in_subtree(rank, r, b->fanout))
             ov->lost_by[r] = rank;
     }
     if (!ov->lost_reason[rank])
@@ -376,8 +388,7 @@ static void report_lost(broker_t *b, uint32_t rank, const char *reason)
 void overlay_child_goodbye(broker_t *b, struct conn *child)
 {
     child->leaving = true;
-    broker_log(b, b->state == BROKER_RUNNING ? LOG_LEVEL_INFO
-                                             : LOG_LEVEL_DEBUG,
+    broker_log(b, b->state == BROKER_RUNNING ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG,
                "rank %u is shutting down", child->rank);
 }
 
@@ -391,13 +402,14 @@ void overlay_conn_closed(struct conn *c, int errnum, const char *reason)
         return;
     switch (c->kind) {
     case CONN_INBOUND:
-        broker_log(b, LOG_LEVEL_DEBUG,
-                   "unauthenticated connection from %s closed: %s", c->name,
-                   reason);
+        /* Garbage on the broker port is worth a warning, a hang-up not. */
+        broker_log(b,
+                   errnum == EPROTO || errnum == EMSGSIZE ? LOG_LEVEL_WARNING
+                                                          : LOG_LEVEL_DEBUG,
+                   "rejected broker connection from %s: %s", c->name, reason);
         break;
     case CONN_PARENT_AUTH:
-        broker_log(b, LOG_LEVEL_ERR,
-                   "authentication with parent %s failed: %s",
+        broker_log(b, LOG_LEVEL_ERR, "authentication with parent %s failed: %s",
                    ov->parent_addr, reason);
         broker_abort(b, 1);
         break;
@@ -406,8 +418,8 @@ void overlay_conn_closed(struct conn *c, int errnum, const char *reason)
             broker_log(b, LOG_LEVEL_DEBUG, "parent closed during shutdown");
             break;
         }
-        broker_log(b, LOG_LEVEL_ERR, "lost parent rank %u: %s",
-                   ov->parent_rank, reason);
+        broker_log(b, LOG_LEVEL_ERR, "lost parent rank %u: %s", ov->parent_rank,
+                   reason);
         broker_abort(b, 1);
         break;
     case CONN_CHILD:
@@ -422,8 +434,7 @@ void overlay_conn_closed(struct conn *c, int errnum, const char *reason)
         if (c->leaving) {
             reason = "shut down";
             broker_log(b, LOG_LEVEL_INFO, "rank %u left: shut down", c->rank);
-        }
-        else
+        } else
             broker_log(b, LOG_LEVEL_ERR, "rank %u lost: %s", c->rank, reason);
         overlay_mark_lost(b, c->rank, reason);
         report_lost(b, c->rank, reason);
@@ -448,9 +459,8 @@ static void auth_failed(struct overlay *ov, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    broker_log(ov->b, LOG_LEVEL_ERR,
-               "authentication with parent %s failed: %s", ov->parent_addr,
-               text);
+    broker_log(ov->b, LOG_LEVEL_ERR, "authentication with parent %s failed: %s",
+               ov->parent_addr, text);
     broker_abort(ov->b, 1);
 }
 
@@ -464,8 +474,8 @@ static void parent_challenge(struct conn *c, const msg_t *msg)
     char nonce_hex[HEX_NONCE + 1];
     const char *s = NULL;
 
-    if (json_unpack(msg->body, "{s:s}", "nonce", &s) < 0
-        || hex_decode(s, pnonce, sizeof(pnonce)) < 0) {
+    if (json_unpack(msg->body, "{s:s}", "nonce", &s) < 0 ||
+        hex_decode(s, pnonce, sizeof(pnonce)) < 0) {
         auth_failed(ov, "malformed challenge");
         return;
     }
@@ -475,9 +485,8 @@ static void parent_challenge(struct conn *c, const msg_t *msg)
     sodium_bin2hex(nonce_hex, sizeof(nonce_hex), c->nonce, sizeof(c->nonce));
     if (send_json(c, MSG_REQUEST, "overlay.hello", ov->parent_rank, 1, 0,
                   json_pack("{s:I s:s s:s s:s}", "rank", (json_int_t)b->rank,
-                            "hostname", b->hostname, "nonce", nonce_hex,
-                            "mac", mac_hex))
-        < 0)
+                            "hostname", b->hostname, "nonce", nonce_hex, "mac",
+                            mac_hex)) < 0)
         auth_failed(ov, "sending hello: %s", strerror(errno));
 }
 
@@ -493,8 +502,8 @@ static void parent_welcome(struct conn *c, const msg_t *msg)
         auth_failed(ov, "%s", errstr ? errstr : strerror((int)msg->errnum));
         return;
     }
-    if (json_unpack(msg->body, "{s:s}", "mac", &s) < 0
-        || hex_decode(s, mac, sizeof(mac)) < 0) {
+    if (json_unpack(msg->body, "{s:s}", "mac", &s) < 0 ||
+        hex_decode(s, mac, sizeof(mac)) < 0) {
         auth_failed(ov, "malformed hello response");
         return;
     }
@@ -516,8 +525,8 @@ static void parent_recv_unauth(struct conn *c, msg_t *msg)
 
     if (msg->type == MSG_EVENT && !strcmp(msg->topic, "overlay.challenge"))
         parent_challenge(c, msg);
-    else if (msg->type == MSG_RESPONSE && msg->matchtag == 1
-             && !strcmp(msg->topic, "overlay.hello"))
+    else if (msg->type == MSG_RESPONSE && msg->matchtag == 1 &&
+             !strcmp(msg->topic, "overlay.hello"))
         parent_welcome(c, msg);
     else {
         msg_describe(msg, desc, sizeof(desc));
@@ -612,11 +621,14 @@ static void start_connect(struct overlay *ov)
 
 /* --- the parent side: accept and authenticate children --------------- */
 
-static void reject(struct conn *c, const msg_t *hello, int level,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void reject(struct conn *c,
+                   const msg_t *hello,
+                   int level,
+                   const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
 
-static void reject(struct conn *c, const msg_t *hello, int level,
-                   const char *fmt, ...)
+static void reject(
+    struct conn *c, const msg_t *hello, int level, const char *fmt, ...)
 {
     char text[256];
     va_list ap;
@@ -625,10 +637,10 @@ static void reject(struct conn *c, const msg_t *hello, int level,
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    broker_log(c->b, level, "rejected broker connection from %s: %s",
-               c->name, text);
-    if (hello && hello->type == MSG_REQUEST
-        && (msg = msg_create_error(hello, EPERM, text))) {
+    broker_log(c->b, level, "rejected broker connection from %s: %s", c->name,
+               text);
+    if (hello && hello->type == MSG_REQUEST &&
+        (msg = msg_create_error(hello, EPERM, text))) {
         msg->rank = c->b->rank;
         conn_send(c, msg);
         msg_decref(msg);
@@ -649,18 +661,19 @@ static void child_hello(struct conn *c, const msg_t *msg)
     char name[160];
     msg_t *rsp;
 
-    if (json_unpack(msg->body, "{s:I s:s s:s s:s}", "rank", &rank,
-                    "hostname", &host, "nonce", &nonce_hex, "mac", &mac_hex)
-            < 0
-        || hex_decode(nonce_hex, cnonce, sizeof(cnonce)) < 0
-        || hex_decode(mac_hex, mac, sizeof(mac)) < 0 || strlen(host) > 255) {
+    if (json_unpack(msg->body, "{s:I s:s s:s s:s}", "rank", &rank, "hostname",
+                    &host, "nonce", &nonce_hex, "mac", &mac_hex) < 0 ||
+        hex_decode(nonce_hex, cnonce, sizeof(cnonce)) < 0 ||
+        hex_decode(mac_hex, mac, sizeof(mac)) < 0 || strlen(host) > 255) {
         reject(c, msg, LOG_LEVEL_WARNING, "malformed hello");
         return;
     }
-    if (rank < 0 || (uint64_t)rank >= b->size
-        || !(slot = child_slot(ov, (uint32_t)rank))) {
-        reject(c, msg, LOG_LEVEL_WARNING, "bad rank: %lld is not a child "
-               "of rank %u", (long long)rank, b->rank);
+    if (rank < 0 || (uint64_t)rank >= b->size ||
+        !(slot = child_slot(ov, (uint32_t)rank))) {
+        reject(c, msg, LOG_LEVEL_WARNING,
+               "bad rank: %lld is not a child "
+               "of rank %u",
+               (long long)rank, b->rank);
         return;
     }
     if (!check_mac(b, "eddy-child", c->nonce, (uint32_t)rank, true, mac)) {
@@ -668,13 +681,17 @@ static void child_hello(struct conn *c, const msg_t *msg)
         return;
     }
     if (slot->state == CHILD_UP) {
-        reject(c, msg, LOG_LEVEL_WARNING, "duplicate rank: rank %u is "
-               "already connected", slot->rank);
+        reject(c, msg, LOG_LEVEL_WARNING,
+               "duplicate rank: rank %u is "
+               "already connected",
+               slot->rank);
         return;
     }
     if (slot->state == CHILD_LOST) {
-        reject(c, msg, LOG_LEVEL_WARNING, "rank %u was lost and cannot "
-               "rejoin (no reconnection)", slot->rank);
+        reject(c, msg, LOG_LEVEL_WARNING,
+               "rank %u was lost and cannot "
+               "rejoin (no reconnection)",
+               slot->rank);
         return;
     }
     if (b->state != BROKER_RUNNING) {
@@ -683,8 +700,8 @@ static void child_hello(struct conn *c, const msg_t *msg)
     }
     make_mac(b, "eddy-parent", cnonce, 0, false, mac);
     sodium_bin2hex(reply_hex, sizeof(reply_hex), mac, sizeof(mac));
-    if (!(rsp = msg_create_response(msg, json_pack("{s:s}", "mac",
-                                                   reply_hex)))) {
+    if (!(rsp =
+              msg_create_response(msg, json_pack("{s:s}", "mac", reply_hex)))) {
         reject(c, NULL, LOG_LEVEL_ERR, "out of memory");
         return;
     }
@@ -723,6 +740,17 @@ void overlay_recv_unauth(struct conn *c, msg_t *msg)
         inbound_recv(c, msg);
 }
 
+static int count_inbound(broker_t *b)
+{
+    int n = 0;
+
+    for (struct conn *c = b->conns_list; c; c = c->next) {
+        if (c->kind == CONN_INBOUND)
+            n++;
+    }
+    return n;
+}
+
 static void accept_cb(uv_stream_t *server, int status)
 {
     struct overlay *ov = server->data;
@@ -744,14 +772,22 @@ static void accept_cb(uv_stream_t *server, int status)
         free(tcp);
         return;
     }
-    if (uv_accept(server, (uv_stream_t *)tcp) < 0
-        || b->state != BROKER_RUNNING) {
+    if (uv_accept(server, (uv_stream_t *)tcp) < 0 ||
+        b->state != BROKER_RUNNING) {
         uv_close((uv_handle_t *)tcp, (uv_close_cb)free);
         return;
     }
     uv_tcp_nodelay(tcp, 1);
     if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &sslen) == 0)
         sockaddr_name((struct sockaddr *)&ss, name, sizeof(name));
+    if (count_inbound(b) >= BROKER_INBOUND_MAX) {
+        broker_log(b, LOG_LEVEL_WARNING,
+                   "rejected broker connection from "
+                   "%s: %d others are authenticating",
+                   name, BROKER_INBOUND_MAX);
+        uv_close((uv_handle_t *)tcp, (uv_close_cb)free);
+        return;
+    }
     if (!(c = conn_create(b, CONN_INBOUND, (uv_stream_t *)tcp, name)))
         return;
     msgconn_set_max_frame(c->mc, BROKER_AUTH_FRAME_MAX);
@@ -770,8 +806,8 @@ static int start_listening(struct overlay *ov, eddy_error_t *err)
 
     if (ov->listen_fd < 0 && !ov->bind_addr)
         return 0;
-    if (!(ov->listener = calloc(1, sizeof(*ov->listener)))
-        || uv_tcp_init(&b->loop, ov->listener) < 0) {
+    if (!(ov->listener = calloc(1, sizeof(*ov->listener))) ||
+        uv_tcp_init(&b->loop, ov->listener) < 0) {
         free(ov->listener);
         ov->listener = NULL;
         return errprintf(err, "out of memory");
@@ -786,8 +822,7 @@ static int start_listening(struct overlay *ov, eddy_error_t *err)
             goto error;
         }
         ov->listen_fd = -1; /* the handle owns it now */
-    }
-    else {
+    } else {
         if (parse_addr(ov->bind_addr, &ss, err) < 0)
             goto error;
         if ((rc = uv_tcp_bind(ov->listener, (struct sockaddr *)&ss, 0)) < 0) {
@@ -829,8 +864,8 @@ static void heartbeat_cb(uv_timer_t *t)
         if (c->kind == CONN_CLIENT || c->lingering)
             continue;
         if (n == cap) {
-            uint64_t *p = realloc(ids, (cap = cap ? 2 * cap : 16)
-                                           * sizeof(ids[0]));
+            uint64_t *p =
+                realloc(ids, (cap = cap ? 2 * cap : 16) * sizeof(ids[0]));
             if (!p)
                 break;
             ids = p;
@@ -869,8 +904,7 @@ static void heartbeat_cb(uv_timer_t *t)
 
 /* --- interface ------------------------------------------------------- */
 
-int overlay_create(broker_t *b, const struct bootstrap *bs,
-                   eddy_error_t *err)
+int overlay_create(broker_t *b, const struct bootstrap *bs, eddy_error_t *err)
 {
     struct overlay *ov;
 
@@ -879,18 +913,17 @@ int overlay_create(broker_t *b, const struct bootstrap *bs,
     b->ov = ov;
     ov->b = b;
     ov->listen_fd = bs->listen_fd;
-    ov->parent_rank = b->rank > 0 ? topo_parent(b->rank, b->fanout)
-                                  : TOPO_NONE;
+    ov->parent_rank = b->rank > 0 ? topo_parent(b->rank, b->fanout) : TOPO_NONE;
     ov->authed = b->rank == 0;
-    if ((bs->parent_addr && !(ov->parent_addr = strdup(bs->parent_addr)))
-        || (bs->listen_addr && !(ov->bind_addr = strdup(bs->listen_addr))))
+    if ((bs->parent_addr && !(ov->parent_addr = strdup(bs->parent_addr))) ||
+        (bs->listen_addr && !(ov->bind_addr = strdup(bs->listen_addr))))
         goto nomem;
     ov->nchildren = topo_nchildren(b->rank, b->size, b->fanout);
     if (!(ov->children = calloc(ov->nchildren ? ov->nchildren : 1,
-                                sizeof(ov->children[0])))
-        || !(ov->lost_by = calloc(b->size, sizeof(ov->lost_by[0])))
-        || !(ov->lost_reason = calloc(b->size, sizeof(char *)))
-        || !(ov->hostnames = calloc(b->size, sizeof(char *))))
+                                sizeof(ov->children[0]))) ||
+        !(ov->lost_by = calloc(b->size, sizeof(ov->lost_by[0]))) ||
+        !(ov->lost_reason = calloc(b->size, sizeof(char *))) ||
+        !(ov->hostnames = calloc(b->size, sizeof(char *))))
         goto nomem;
     for (uint32_t i = 0; i < ov->nchildren; i++)
         ov->children[i].rank = topo_child(b->rank, b->fanout, i);
@@ -968,8 +1001,8 @@ void overlay_leave(broker_t *b)
     struct overlay *ov = b->ov;
     struct conn *parent;
 
-    if (!ov || !(parent = conn_lookup(b, ov->parent_id))
-        || parent->kind != CONN_PARENT)
+    if (!ov || !(parent = conn_lookup(b, ov->parent_id)) ||
+        parent->kind != CONN_PARENT)
         return;
     send_json(parent, MSG_REQUEST, "overlay.goodbye", ov->parent_rank, 0,
               MSG_FLAG_NORESPONSE, NULL);
@@ -1015,8 +1048,7 @@ struct conn *overlay_link(broker_t *b, uint32_t rank, eddy_error_t *err)
         return c;
     }
     if (!(slot = child_slot(ov, rank))) {
-        errprintf(err, "rank %u is not a neighbour of rank %u", rank,
-                  b->rank);
+        errprintf(err, "rank %u is not a neighbour of rank %u", rank, b->rank);
         return NULL;
     }
     if (slot->state == CHILD_LOST) {
@@ -1041,8 +1073,8 @@ void overlay_forward_event(broker_t *b, const msg_t *msg)
     struct conn *c;
 
     for (uint32_t i = 0; i < ov->nchildren; i++) {
-        if (ov->children[i].state == CHILD_UP
-            && (c = conn_lookup(b, ov->children[i].conn_id)))
+        if (ov->children[i].state == CHILD_UP &&
+            (c = conn_lookup(b, ov->children[i].conn_id)))
             conn_send(c, msg);
     }
 }
@@ -1083,17 +1115,15 @@ json_t *overlay_status(broker_t *b)
         if (ov->lost_by[r] != TOPO_NONE) {
             state = "lost";
             idset_set(lost, r);
-        }
-        else if (ov->hostnames[r])
+        } else if (ov->hostnames[r])
             state = "up";
         else
             state = "connecting";
-        e = json_pack("{s:I s:o s:s s:o}", "rank", (json_int_t)r, "parent",
-                      r == 0 ? json_null()
-                             : json_integer(topo_parent(r, b->fanout)),
-                      "state", state, "hostname",
-                      ov->hostnames[r] ? json_string(ov->hostnames[r])
-                                       : json_null());
+        e = json_pack(
+            "{s:I s:o s:s s:o}", "rank", (json_int_t)r, "parent",
+            r == 0 ? json_null() : json_integer(topo_parent(r, b->fanout)),
+            "state", state, "hostname",
+            ov->hostnames[r] ? json_string(ov->hostnames[r]) : json_null());
         if (!e || json_array_append_new(ranks, e) < 0)
             goto done;
     }

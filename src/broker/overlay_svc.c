@@ -47,8 +47,8 @@ static void ready(broker_req_t *req, void *ctx)
 
     if (broker_req_is_cancel(req) || !(c = from_child(b, req)))
         return;
-    if (json_unpack(broker_req_msg(req)->body, "{s:o}", "ranks", &ranks) < 0
-        || overlay_child_ready(b, c, ranks, &e) < 0) {
+    if (json_unpack(broker_req_msg(req)->body, "{s:o}", "ranks", &ranks) < 0 ||
+        overlay_child_ready(b, c, ranks, &e) < 0) {
         broker_log(b, LOG_LEVEL_WARNING, "bad overlay.ready from %s: %s",
                    c->name, e.text[0] ? e.text : "malformed");
         broker_respond_error(req, EPROTO, "%s", e.text);
@@ -67,16 +67,14 @@ static void lost(broker_req_t *req, void *ctx)
     if (broker_req_is_cancel(req) || !(c = from_child(b, req)))
         return;
     if (json_unpack(broker_req_msg(req)->body, "{s:I s:s}", "rank", &rank,
-                    "reason", &reason) < 0
-        || rank <= 0 || (uint64_t)rank >= b->size
-        || !topo_in_subtree(c->rank, (uint32_t)rank, b->fanout)) {
-        broker_log(b, LOG_LEVEL_WARNING, "bad overlay.lost from %s",
-                   c->name);
+                    "reason", &reason) < 0 ||
+        rank <= 0 || (uint64_t)rank >= b->size ||
+        !topo_in_subtree(c->rank, (uint32_t)rank, b->fanout)) {
+        broker_log(b, LOG_LEVEL_WARNING, "bad overlay.lost from %s", c->name);
         broker_respond_error(req, EPROTO, "malformed overlay.lost");
         return;
     }
-    broker_log(b, strcmp(reason, "shut down") ? LOG_LEVEL_ERR
-                                               : LOG_LEVEL_INFO,
+    broker_log(b, strcmp(reason, "shut down") ? LOG_LEVEL_ERR : LOG_LEVEL_INFO,
                "rank %lld lost: %s", (long long)rank, reason);
     overlay_mark_lost(b, (uint32_t)rank, reason);
     broker_respond(req, NULL, NULL, 0, 0);

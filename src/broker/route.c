@@ -55,8 +55,7 @@ void route_destroy(route_t *rt)
     errno = saved_errno;
 }
 
-uint32_t route_alloc_tag(const route_t *rt, uint64_t out_id,
-                         uint32_t *counter)
+uint32_t route_alloc_tag(const route_t *rt, uint64_t out_id, uint32_t *counter)
 {
     /* Terminates: the table cannot hold 2^32 entries for one connection. */
     for (;;) {
@@ -77,8 +76,8 @@ struct route_entry *route_add(route_t *rt,
 {
     struct route_entry *e;
 
-    if (keymap_get(rt->by_out, out_id, out_tag)
-        || keymap_get(rt->by_origin, origin_id, origin_tag)) {
+    if (keymap_get(rt->by_out, out_id, out_tag) ||
+        keymap_get(rt->by_origin, origin_id, origin_tag)) {
         errno = EEXIST;
         return NULL;
     }
@@ -102,13 +101,15 @@ error:
     return NULL;
 }
 
-struct route_entry *route_by_out(const route_t *rt, uint64_t out_id,
+struct route_entry *route_by_out(const route_t *rt,
+                                 uint64_t out_id,
                                  uint32_t out_tag)
 {
     return keymap_get(rt->by_out, out_id, out_tag);
 }
 
-struct route_entry *route_by_origin(const route_t *rt, uint64_t origin_id,
+struct route_entry *route_by_origin(const route_t *rt,
+                                    uint64_t origin_id,
                                     uint32_t origin_tag)
 {
     return keymap_get(rt->by_origin, origin_id, origin_tag);
@@ -123,7 +124,8 @@ void route_remove(route_t *rt, struct route_entry *e)
     entry_free(e);
 }
 
-bool route_response_ends(const struct route_entry *e, int msg_flags,
+bool route_response_ends(const struct route_entry *e,
+                         int msg_flags,
                          uint32_t errnum)
 {
     return !e->streaming || errnum != 0 || (msg_flags & MSG_FLAG_EOS);
@@ -139,7 +141,8 @@ int route_entries(const route_t *rt, struct route_entry ***v, size_t *n)
     return keymap_values(rt->by_out, (void ***)v, n);
 }
 
-uint32_t route_resolve(const struct route_topo *topo, uint32_t *target,
+uint32_t route_resolve(const struct route_topo *topo,
+                       uint32_t *target,
                        eddy_error_t *err)
 {
     uint32_t t = *target;

@@ -49,8 +49,7 @@ void route_destroy(route_t *rt); /* accepts NULL, leaves errno alone */
 /* A matchtag for a new request on connection 'out_id': '*counter' is that
  * connection's tag counter; the result is never 0 and never a tag still
  * pending on that connection. */
-uint32_t route_alloc_tag(const route_t *rt, uint64_t out_id,
-                         uint32_t *counter);
+uint32_t route_alloc_tag(const route_t *rt, uint64_t out_id, uint32_t *counter);
 
 /* Record a forwarded request.  Returns the entry (owned by the table), or
  * NULL with errno EEXIST (either key already present) or ENOMEM. */
@@ -63,16 +62,19 @@ struct route_entry *route_add(route_t *rt,
                               bool streaming,
                               const char *topic);
 
-struct route_entry *route_by_out(const route_t *rt, uint64_t out_id,
+struct route_entry *route_by_out(const route_t *rt,
+                                 uint64_t out_id,
                                  uint32_t out_tag);
-struct route_entry *route_by_origin(const route_t *rt, uint64_t origin_id,
+struct route_entry *route_by_origin(const route_t *rt,
+                                    uint64_t origin_id,
                                     uint32_t origin_tag);
 
 /* Remove and free an entry. */
 void route_remove(route_t *rt, struct route_entry *e);
 
 /* True if a response with these flags and errnum ends the request. */
-bool route_response_ends(const struct route_entry *e, int msg_flags,
+bool route_response_ends(const struct route_entry *e,
+                         int msg_flags,
                          uint32_t errnum);
 
 size_t route_count(const route_t *rt);
@@ -96,7 +98,8 @@ struct route_topo {
  * parent.  On failure return TOPO_NONE with errno EHOSTUNREACH and 'err'
  * saying why ("no rank 9 in an instance of size 8", "rank 0 has no
  * parent", "rank 11 is unreachable: rank 5 is lost"). */
-uint32_t route_resolve(const struct route_topo *topo, uint32_t *target,
+uint32_t route_resolve(const struct route_topo *topo,
+                       uint32_t *target,
                        eddy_error_t *err);
 
 #endif /* !EDDY_BROKER_ROUTE_H */

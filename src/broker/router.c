@@ -90,8 +90,12 @@ static int send_to_origin(broker_t *b, uint64_t origin, const msg_t *msg)
     return conn_send(c, msg);
 }
 
-int broker_respond_topic(broker_req_t *req, const char *topic, json_t *body,
-                         const void *payload, size_t len, int flags)
+int broker_respond_topic(broker_req_t *req,
+                         const char *topic,
+                         json_t *body,
+                         const void *payload,
+                         size_t len,
+                         int flags)
 {
     msg_t *msg;
     int rc;
@@ -117,16 +121,19 @@ int broker_respond_topic(broker_req_t *req, const char *topic, json_t *body,
     return rc;
 }
 
-int broker_respond(broker_req_t *req, json_t *body, const void *payload,
-                   size_t payload_len, int flags)
+int broker_respond(broker_req_t *req,
+                   json_t *body,
+                   const void *payload,
+                   size_t payload_len,
+                   int flags)
 {
     return broker_respond_topic(req, req->msg->topic, body, payload,
                                 payload_len, flags);
 }
 
 /* An error response to 'req' sent on 'to' (may be NULL: dropped). */
-static int send_error(broker_t *b, uint64_t to, const msg_t *req, int errnum,
-                      const char *text)
+static int send_error(
+    broker_t *b, uint64_t to, const msg_t *req, int errnum, const char *text)
 {
     msg_t *msg;
     int rc;
@@ -206,7 +213,9 @@ static void deliver_local(broker_t *b, struct conn *from, msg_t *msg)
 /* --- routing --------------------------------------------------------- */
 
 /* Forward 'msg' (already resolved to a remote target) on 'link'. */
-static void forward_request(broker_t *b, struct conn *from, struct conn *link,
+static void forward_request(broker_t *b,
+                            struct conn *from,
+                            struct conn *link,
                             msg_t *msg)
 {
     uint64_t origin = from ? from->id : 0;
@@ -326,8 +335,8 @@ void broker_dispatch(struct conn *c, msg_t *msg)
         }
         break;
     case MSG_EVENT:
-        if (!strcmp(msg->topic, "overlay.heartbeat")
-            && (c->kind == CONN_CHILD || c->kind == CONN_PARENT)) {
+        if (!strcmp(msg->topic, "overlay.heartbeat") &&
+            (c->kind == CONN_CHILD || c->kind == CONN_PARENT)) {
             msg_decref(msg);
             return;
         }
@@ -364,8 +373,7 @@ static void subs_sweep(broker_t *b)
             *pp = s->next;
             free(s->prefix);
             free(s);
-        }
-        else
+        } else
             pp = &s->next;
     }
 }
@@ -384,12 +392,11 @@ void broker_deliver_event(broker_t *b, const msg_t *msg)
     b->delivering++;
     for (struct subscription *s = b->subs; s; s = s->next) {
         if (s->req && prefix_match(s->prefix, msg->topic)) {
-            if (broker_respond_topic(s->req, msg->topic,
-                                     json_incref(msg->body), msg->payload,
-                                     msg->payload_len, 0) < 0
-                && errno != ENOTCONN)
-                broker_log(b, LOG_LEVEL_DEBUG, "event %s to %s: %s",
-                           msg->topic, "subscriber", strerror(errno));
+            if (broker_respond_topic(s->req, msg->topic, json_incref(msg->body),
+                                     msg->payload, msg->payload_len, 0) < 0 &&
+                errno != ENOTCONN)
+                broker_log(b, LOG_LEVEL_DEBUG, "event %s to %s: %s", msg->topic,
+                           "subscriber", strerror(errno));
         }
     }
     b->delivering--;
@@ -453,7 +460,8 @@ static void cancel_downstream(broker_t *b, const struct route_entry *re)
     msg_decref(msg);
 }
 
-static void fail_routed(broker_t *b, const struct route_entry *re,
+static void fail_routed(broker_t *b,
+                        const struct route_entry *re,
                         const char *text)
 {
     msg_t *msg;
@@ -474,11 +482,17 @@ static void fail_routed(broker_t *b, const struct route_entry *re,
 void broker_conn_cleanup(broker_t *b, struct conn *c, const char *reason)
 {
     struct route_entry **v;
-    struct { uint64_t id; uint32_t tag; } *keys = NULL;
+    struct {
+        uint64_t id;
+        uint32_t tag;
+    } *keys = NULL;
     size_t n = 0, nkeys = 0;
     char text[256];
 
-    if (c->kind == CONN_CHILD || c->kind == CONN_PARENT)
+    if ((c->kind == CONN_CHILD || c->kind == CONN_PARENT) &&
+        (c->leaving || b->state >= BROKER_SHUTDOWN))
+        snprintf(text, sizeof(text), "rank %u shut down", c->rank);
+    else if (c->kind == CONN_CHILD || c->kind == CONN_PARENT)
         snprintf(text, sizeof(text), "rank %u lost: %s", c->rank, reason);
     else
         snprintf(text, sizeof(text), "%s: %s", c->name, reason);
@@ -496,8 +510,8 @@ void broker_conn_cleanup(broker_t *b, struct conn *c, const char *reason)
         free(v);
     }
     for (size_t i = 0; i < nkeys; i++) {
-        struct route_entry *re = route_by_out(b->route, keys[i].id,
-                                              keys[i].tag);
+        struct route_entry *re =
+            route_by_out(b->route, keys[i].id, keys[i].tag);
         if (!re)
             continue;
         if (re->out_id == c->id)
@@ -515,8 +529,8 @@ void broker_conn_cleanup(broker_t *b, struct conn *c, const char *reason)
     }
     b->delivering--;
     subs_sweep(b);
-    if (c->kind == CONN_CLIENT || c->kind == CONN_CHILD
-        || c->kind == CONN_PARENT) {
+    if (c->kind == CONN_CLIENT || c->kind == CONN_CHILD ||
+        c->kind == CONN_PARENT) {
         for (size_t i = 0; i < b->nsvcs; i++) {
             struct service_instance *si = &b->svcs[i];
             if (si->inited && si->def->disconnect)
