@@ -46,12 +46,12 @@ typedef struct eddy_future eddy_future_t;
 typedef void (*eddy_continuation_f)(eddy_future_t *f, void *arg);
 
 /* Target ranks. */
-#define EDDY_RANK_ANY 0xFFFFFFFFu      /* the broker the handle is attached to */
+#define EDDY_RANK_ANY 0xFFFFFFFFu /* the broker the handle is attached to */
 #define EDDY_RANK_UPSTREAM 0xFFFFFFFEu /* that broker's parent in the tree */
 
 /* eddy_rpc flags */
 enum {
-    EDDY_RPC_STREAMING = 1, /* many responses; the last one ends the stream */
+    EDDY_RPC_STREAMING = 1,  /* many responses; the last one ends the stream */
     EDDY_RPC_NORESPONSE = 2, /* fire and forget: the future is ready at once */
 };
 
@@ -174,7 +174,9 @@ eddy_future_t *eddy_event_subscribe(eddy_t *h, const char *prefix);
 
 /* Publish an event to every broker of the instance (via rank 0).  The
  * future is ready once rank 0 has accepted it. */
-eddy_future_t *eddy_event_publish(eddy_t *h, const char *topic, const char *json);
+eddy_future_t *eddy_event_publish(eddy_t *h,
+                                  const char *topic,
+                                  const char *json);
 
 /* The text of an eddy errno, e.g. for EHOSTUNREACH. Never NULL. */
 const char *eddy_strerror(int errnum);

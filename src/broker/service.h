@@ -32,14 +32,14 @@ typedef struct broker_req broker_req_t;
 typedef void (*service_handler_f)(broker_req_t *req, void *ctx);
 
 struct service_handler {
-    const char *topic;   /* exact topic, e.g. "exec.run" */
+    const char *topic; /* exact topic, e.g. "exec.run" */
     service_handler_f fn;
 };
 
 struct service_def {
-    const char *name;                        /* "exec" */
-    const struct service_handler *handlers;  /* ends with {NULL, NULL} */
-    int (*init)(broker_t *b, void **ctx);    /* -1 with errno: fatal */
+    const char *name;                       /* "exec" */
+    const struct service_handler *handlers; /* ends with {NULL, NULL} */
+    int (*init)(broker_t *b, void **ctx);   /* -1 with errno: fatal */
     void (*disconnect)(void *ctx, uint64_t origin);
     void (*shutdown)(void *ctx);
     void (*destroy)(void *ctx);

@@ -14,8 +14,8 @@ extern const struct cmd cmd_uri;
 extern const struct cmd cmd_version;
 
 const struct cmd *const eddy_commands[] = {
-    &cmd_start, &cmd_exec, &cmd_ping, &cmd_overlay, &cmd_dmesg,
-    &cmd_uri, &cmd_shutdown, &cmd_version, &cmd_help, NULL,
+    &cmd_start, &cmd_exec,     &cmd_ping,    &cmd_overlay, &cmd_dmesg,
+    &cmd_uri,   &cmd_shutdown, &cmd_version, &cmd_help,    NULL,
 };
 
 const struct cmd *cmd_lookup(const char *name)

@@ -47,19 +47,20 @@ static int dmesg_run(int argc, char **argv)
         cmd_die("dmesg", "unexpected argument '%s'", argv[optind]);
 
     h = cmd_open("dmesg");
-    if (!(f = eddy_rpc(h, "broker.dmesg", (uint32_t)rank, 0, NULL, NULL, 0))
-        || eddy_rpc_get_unpack(f, "{s:o}", "lines", &lines) < 0)
+    if (!(f = eddy_rpc(h, "broker.dmesg", (uint32_t)rank, 0, NULL, NULL, 0)) ||
+        eddy_rpc_get_unpack(f, "{s:o}", "lines", &lines) < 0)
         cmd_die("dmesg", "rank %lu: %s", rank,
                 f ? eddy_future_error_string(f) : "cannot send request");
-    json_array_foreach (lines, i, line) {
+    json_array_foreach(lines, i, line)
+    {
         double t = 0;
         const char *level = "?", *text = "";
         char stamp[64];
         struct tm tm;
         time_t sec;
 
-        if (json_unpack(line, "{s:F s:s s:s}", "t", &t, "level", &level,
-                        "text", &text) < 0)
+        if (json_unpack(line, "{s:F s:s s:s}", "t", &t, "level", &level, "text",
+                        &text) < 0)
             continue;
         sec = (time_t)t;
         gmtime_r(&sec, &tm);

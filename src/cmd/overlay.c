@@ -21,8 +21,12 @@ struct node {
     const char *hostname;
 };
 
-static void print_tree(const struct node *nodes, size_t n, size_t rank,
-                       char *prefix, size_t plen, size_t psize)
+static void print_tree(const struct node *nodes,
+                       size_t n,
+                       size_t rank,
+                       char *prefix,
+                       size_t plen,
+                       size_t psize)
 {
     size_t nkids = 0, seen = 0;
 
@@ -70,19 +74,19 @@ static int overlay_status(int argc, char **argv)
     if (optind < argc)
         cmd_die("overlay", "unexpected argument '%s'", argv[optind]);
     h = cmd_open("overlay");
-    if (!(f = eddy_rpc(h, "overlay.status", 0, 0, NULL, NULL, 0))
-        || eddy_rpc_get(f, &body) < 0)
+    if (!(f = eddy_rpc(h, "overlay.status", 0, 0, NULL, NULL, 0)) ||
+        eddy_rpc_get(f, &body) < 0)
         cmd_die("overlay", "status: %s",
                 f ? eddy_future_error_string(f) : "cannot send request");
     if (json_out) {
         printf("%s\n", body);
         goto done;
     }
-    if (!(o = json_loads(body, 0, NULL))
-        || json_unpack(o, "{s:I s:I s:o s?s}", "size", &size, "fanout",
-                       &fanout, "ranks", &ranks, "lost", &lost) < 0
-        || !json_is_array(ranks) || size < 1
-        || (size_t)size != json_array_size(ranks))
+    if (!(o = json_loads(body, 0, NULL)) ||
+        json_unpack(o, "{s:I s:I s:o s?s}", "size", &size, "fanout", &fanout,
+                    "ranks", &ranks, "lost", &lost) < 0 ||
+        !json_is_array(ranks) || size < 1 ||
+        (size_t)size != json_array_size(ranks))
         cmd_die("overlay", "rank 0 sent a malformed overlay.status answer");
     if (!(nodes = calloc((size_t)size, sizeof(*nodes))))
         cmd_die("overlay", "out of memory");
@@ -91,16 +95,17 @@ static int overlay_status(int argc, char **argv)
         nodes[i].state = "?";
         nodes[i].hostname = "?";
     }
-    json_array_foreach (ranks, i, r) {
+    json_array_foreach(ranks, i, r)
+    {
         json_int_t rank = -1;
         json_t *parent = NULL;
         const char *state = "?", *host = "?";
         if (json_unpack(r, "{s:I s?o s?s s?s}", "rank", &rank, "parent",
-                        &parent, "state", &state, "hostname", &host) < 0
-            || rank < 0 || rank >= size)
+                        &parent, "state", &state, "hostname", &host) < 0 ||
+            rank < 0 || rank >= size)
             continue;
-        nodes[rank].parent = json_is_integer(parent)
-                                 ? json_integer_value(parent) : -1;
+        nodes[rank].parent =
+            json_is_integer(parent) ? json_integer_value(parent) : -1;
         nodes[rank].state = state;
         nodes[rank].hostname = host ? host : "?";
     }

@@ -28,7 +28,8 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static unsigned long parse_ulong(const char *what, const char *s,
+static unsigned long parse_ulong(const char *what,
+                                 const char *s,
                                  unsigned long max)
 {
     char *end;
@@ -68,8 +69,8 @@ static int ping_run(int argc, char **argv)
             break;
         case 'i':
             interval = strtod(optarg, &end);
-            if (*optarg == '\0' || *end != '\0' || !(interval >= 0)
-                || interval > 3600)
+            if (*optarg == '\0' || *end != '\0' || !(interval >= 0) ||
+                interval > 3600)
                 cmd_die("ping", "interval '%s' is not a number of seconds",
                         optarg);
             break;
@@ -125,13 +126,14 @@ static int ping_run(int argc, char **argv)
     }
     printf("--- rank %lu ping statistics ---\n", rank);
     printf("%lu sent, %lu received, %.0f%% loss, time %.0f ms\n", sent,
-           received, sent ? 100.0 * (double)(sent - received) / (double)sent : 0,
+           received,
+           sent ? 100.0 * (double)(sent - received) / (double)sent : 0,
            (cmd_now() - start) * 1e3);
     if (received > 0) {
         double avg = sum / (double)received;
         double var = sumsq / (double)received - avg * avg;
-        printf("rtt min/avg/max/mdev = %.3f/%.3f/%.3f/%.3f ms\n", min, avg,
-               max, sqrt(var > 0 ? var : 0));
+        printf("rtt min/avg/max/mdev = %.3f/%.3f/%.3f/%.3f ms\n", min, avg, max,
+               sqrt(var > 0 ? var : 0));
     }
     free(payload);
     eddy_close(h);

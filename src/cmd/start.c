@@ -67,18 +67,18 @@ struct broker_proc {
     pid_t pid;
     int listen_fd; /* -1 for a leaf */
     int port;
-    int status;    /* wait status once reaped */
+    int status; /* wait status once reaped */
     bool reaped;
 };
 
 struct start {
     unsigned long size;
     unsigned long fanout;
-    unsigned long rank;   /* --hosts: this host's rank */
+    unsigned long rank; /* --hosts: this host's rank */
     const char *hosts;
     const char *keyfile;
     char *rundir;
-    bool own_rundir;      /* we made it, so we remove it */
+    bool own_rundir; /* we made it, so we remove it */
     const char *broker_opts[MAX_BROKER_OPTS];
     int nbroker_opts;
     char *wrap[MAX_WRAP_ARGS];
@@ -89,7 +89,7 @@ struct start {
     char broker_path[PATH_MAX + 16];
     struct broker_proc *procs;
     unsigned long nprocs;
-    pid_t first_rank;     /* the rank of procs[0] */
+    pid_t first_rank; /* the rank of procs[0] */
 };
 
 static volatile sig_atomic_t got_term;
@@ -99,8 +99,10 @@ static void on_term(int sig)
     got_term = sig;
 }
 
-static unsigned long parse_ulong(const char *what, const char *s,
-                                 unsigned long min, unsigned long max)
+static unsigned long parse_ulong(const char *what,
+                                 const char *s,
+                                 unsigned long min,
+                                 unsigned long max)
 {
     char *end;
     unsigned long v;
@@ -131,8 +133,8 @@ static void find_broker(struct start *st)
         self[n] = '\0';
         if ((slash = strrchr(self, '/'))) {
             *slash = '\0';
-            snprintf(st->broker_path, sizeof(st->broker_path),
-                     "%s/eddy-broker", self);
+            snprintf(st->broker_path, sizeof(st->broker_path), "%s/eddy-broker",
+                     self);
             if (access(st->broker_path, X_OK) == 0)
                 return;
         }
@@ -223,9 +225,9 @@ static int bind_loopback(int *port)
     if (fd < 0)
         return -1;
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0
-        || listen(fd, SOMAXCONN) < 0
-        || getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+        listen(fd, SOMAXCONN) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
         int saved = errno;
         close(fd);
         errno = saved;
@@ -235,8 +237,12 @@ static int bind_loopback(int *port)
     return fd;
 }
 
-static pid_t spawn_broker(struct start *st, unsigned long rank, int listen_fd,
-                          int parent_port, int ready_fd, pid_t pgid)
+static pid_t spawn_broker(struct start *st,
+                          unsigned long rank,
+                          int listen_fd,
+                          int parent_port,
+                          int ready_fd,
+                          pid_t pgid)
 {
     char *argv[MAX_WRAP_ARGS + MAX_BROKER_OPTS + 16];
     char a_rank[32], a_size[32], a_fanout[32], a_rundir[PATH_MAX + 16];
@@ -300,7 +306,8 @@ static pid_t spawn_broker(struct start *st, unsigned long rank, int listen_fd,
     return pid;
 }
 
-static struct broker_proc *proc_by_pid(struct start *st, pid_t pid,
+static struct broker_proc *proc_by_pid(struct start *st,
+                                       pid_t pid,
                                        unsigned long *rank)
 {
     for (unsigned long i = 0; i < st->nprocs; i++) {
@@ -449,9 +456,8 @@ static void show_log_tail(struct start *st, unsigned long rank)
 
 static bool broker_failed(const struct broker_proc *p)
 {
-    return p->pid > 0
-           && (!p->reaped
-               || !(WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0));
+    return p->pid > 0 && (!p->reaped || !(WIFEXITED(p->status) &&
+                                          WEXITSTATUS(p->status) == 0));
 }
 
 /* Ask rank 0 to shut the instance down; fall back to signals. */
@@ -465,11 +471,11 @@ static void shutdown_instance(struct start *st, bool *clean)
 
     reap_nohang(st);
     snprintf(uri, sizeof(uri), "local://%s/local-0", st->rundir);
-    if (st->first_rank == 0 && st->nprocs > 0 && !st->procs[0].reaped
-        && (h = eddy_open(uri, 0, &err))) {
+    if (st->first_rank == 0 && st->nprocs > 0 && !st->procs[0].reaped &&
+        (h = eddy_open(uri, 0, &err))) {
         f = eddy_rpc(h, "broker.shutdown", 0, 0, NULL, NULL, 0);
-        if (f && eddy_future_wait_for(f, 5.0) == 0
-            && eddy_rpc_get(f, NULL) == 0)
+        if (f && eddy_future_wait_for(f, 5.0) == 0 &&
+            eddy_rpc_get(f, NULL) == 0)
             asked = true;
         eddy_future_destroy(f);
         eddy_close(h);
@@ -481,8 +487,9 @@ static void shutdown_instance(struct start *st, bool *clean)
         signal_brokers(st, SIGTERM);
     }
     if (!wait_brokers(st, SHUTDOWN_GRACE)) {
-        cmd_warn("start", "%lu broker(s) still running %.0f s after "
-                          "shutdown: killing them",
+        cmd_warn("start",
+                 "%lu broker(s) still running %.0f s after "
+                 "shutdown: killing them",
                  brokers_alive(st), SHUTDOWN_GRACE);
         signal_brokers(st, SIGKILL);
         wait_brokers(st, 5.0);
@@ -569,8 +576,15 @@ static void parse_wrap(struct start *st, const char *arg)
 
 static void parse_args(struct start *st, int argc, char **argv)
 {
-    enum { OPT_HOSTS = 256, OPT_RANK, OPT_KEY, OPT_WRITE_KEY, OPT_RUNDIR,
-           OPT_WRAP, OPT_TIMEOUT };
+    enum {
+        OPT_HOSTS = 256,
+        OPT_RANK,
+        OPT_KEY,
+        OPT_WRITE_KEY,
+        OPT_RUNDIR,
+        OPT_WRAP,
+        OPT_TIMEOUT
+    };
     static const struct option opts[] = {
         {"test-size", required_argument, NULL, 's'},
         {"fanout", required_argument, NULL, 'k'},
@@ -697,8 +711,8 @@ static int start_run(int argc, char **argv)
     /* 3. spawn the brokers */
     for (unsigned long i = 0; i < st.nprocs; i++) {
         uint32_t parent = topo_parent((uint32_t)i, (uint32_t)st.fanout);
-        int pport = (!st.hosts && parent != TOPO_NONE)
-                        ? st.procs[parent].port : 0;
+        int pport =
+            (!st.hosts && parent != TOPO_NONE) ? st.procs[parent].port : 0;
         pid_t pid = spawn_broker(&st, st.first_rank + i, st.procs[i].listen_fd,
                                  pport, i == 0 ? pipefds[1] : -1, pgid);
         if (pid < 0) {

@@ -11,8 +11,7 @@ static int uri_run(int argc, char **argv)
     eddy_t *h;
 
     if (argc > 1)
-        cmd_die("uri", "unexpected argument '%s' (see 'eddy uri -h')",
-                argv[1]);
+        cmd_die("uri", "unexpected argument '%s' (see 'eddy uri -h')", argv[1]);
     if (!uri)
         cmd_die("uri", "EDDY_URI is not set: not inside an eddy instance");
     /* Check that it answers, so scripts can rely on the printed URI. */

@@ -19,8 +19,8 @@ static int version_run(int argc, char **argv)
         cmd_warn("version", "%s", err.text);
         return 1;
     }
-    if (!(f = eddy_rpc(h, "broker.info", 0, 0, NULL, NULL, 0))
-        || eddy_rpc_get_unpack(f, "{s:s}", "version", &version) < 0) {
+    if (!(f = eddy_rpc(h, "broker.info", 0, 0, NULL, NULL, 0)) ||
+        eddy_rpc_get_unpack(f, "{s:s}", "version", &version) < 0) {
         cmd_warn("version", "broker.info: %s",
                  f ? eddy_future_error_string(f) : "cannot send");
         eddy_future_destroy(f);

@@ -19,7 +19,8 @@
 
 #include "eddy/core.h"
 
-#define IDSET_ID_MAX (1u << 20) /* a million ranks is far beyond any machine */
+#define IDSET_ID_MAX (1u << 20) /* a million ranks is far beyond any machine   \
+                                 */
 #define IDSET_INVALID UINT32_MAX
 
 typedef struct idset idset_t;
@@ -35,11 +36,11 @@ idset_t *idset_decode(const char *s, eddy_error_t *err);
 /* Canonical string, caller frees. NULL with errno ENOMEM. */
 char *idset_encode(const idset_t *s);
 
-int idset_set(idset_t *s, uint32_t id);   /* -1 ERANGE/ENOMEM */
+int idset_set(idset_t *s, uint32_t id); /* -1 ERANGE/ENOMEM */
 int idset_clear(idset_t *s, uint32_t id);
 bool idset_test(const idset_t *s, uint32_t id);
 size_t idset_count(const idset_t *s);
-uint32_t idset_first(const idset_t *s);  /* IDSET_INVALID if empty */
+uint32_t idset_first(const idset_t *s); /* IDSET_INVALID if empty */
 uint32_t idset_next(const idset_t *s, uint32_t prev); /* IDSET_INVALID at end */
 uint32_t idset_last(const idset_t *s);
 

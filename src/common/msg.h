@@ -40,10 +40,10 @@
 #define MSG_HEADER_SIZE 28
 
 /* Limits, so that a peer can never make us allocate without bound. */
-#define MSG_TOPIC_MAX 255              /* topics are short service names */
-#define MSG_BODY_MAX (4u << 20)        /* JSON is for metadata, not bulk */
-#define MSG_PAYLOAD_MAX (16u << 20)    /* bulk chunks (bcast) fit easily */
-#define MSG_FRAME_MAX \
+#define MSG_TOPIC_MAX 255           /* topics are short service names */
+#define MSG_BODY_MAX (4u << 20)     /* JSON is for metadata, not bulk */
+#define MSG_PAYLOAD_MAX (16u << 20) /* bulk chunks (bcast) fit easily */
+#define MSG_FRAME_MAX                                                          \
     (MSG_HEADER_SIZE + MSG_TOPIC_MAX + MSG_BODY_MAX + MSG_PAYLOAD_MAX)
 
 enum msg_type {
@@ -74,8 +74,8 @@ typedef struct msg {
     uint32_t rank;
     uint32_t errnum;
     char *topic;
-    json_t *body;   /* NULL or a JSON object; owned */
-    void *payload;  /* owned */
+    json_t *body;  /* NULL or a JSON object; owned */
+    void *payload; /* owned */
     size_t payload_len;
 } msg_t;
 

@@ -153,8 +153,8 @@ struct eddy_future {
     char *term_text; /* NULL: strerror(term_errnum) */
     bool timed_out;  /* the continuation's timeout expired: sticky */
 
-    char *json;          /* cached text of the current body */
-    json_t *empty;       /* {} for unpacking bodiless responses */
+    char *json;       /* cached text of the current body */
+    json_t *empty;    /* {} for unpacking bodiless responses */
     char errbuf[256]; /* why the last wait or unpack failed */
 
     eddy_continuation_f cb;

@@ -49,8 +49,8 @@ static int events(int n)
         die_future("subscribe", NULL);
     /* A ping to our own broker after subscribing guarantees the
      * subscription is registered before anything is published. */
-    if (!(f = eddy_rpc(h, "broker.ping", EDDY_RANK_ANY, 0, NULL, NULL, 0))
-        || eddy_rpc_get(f, NULL) < 0)
+    if (!(f = eddy_rpc(h, "broker.ping", EDDY_RANK_ANY, 0, NULL, NULL, 0)) ||
+        eddy_rpc_get(f, NULL) < 0)
         die_future("ping", f);
     eddy_future_destroy(f);
     f = eddy_event_publish(h, "other.event", "{}");
@@ -59,15 +59,15 @@ static int events(int n)
     eddy_future_destroy(f);
     for (int i = 0; i < n; i++) {
         snprintf(body, sizeof(body), "{\"n\":%d}", i);
-        if (!(f = eddy_event_publish(h, "test.event", body))
-            || eddy_rpc_get(f, NULL) < 0)
+        if (!(f = eddy_event_publish(h, "test.event", body)) ||
+            eddy_rpc_get(f, NULL) < 0)
             die_future("publish", f);
         eddy_future_destroy(f);
     }
     for (int i = 0; i < n; i++) {
         int got = -1;
-        if (eddy_future_wait_for(sub, 10.0) < 0
-            || eddy_rpc_get_unpack(sub, "{s:i}", "n", &got) < 0)
+        if (eddy_future_wait_for(sub, 10.0) < 0 ||
+            eddy_rpc_get_unpack(sub, "{s:i}", "n", &got) < 0)
             die_future("event", sub);
         printf("%s %d\n", eddy_rpc_get_topic(sub), got);
         eddy_future_reset(sub);
@@ -90,10 +90,9 @@ static void ping_done(eddy_future_t *f, void *arg)
 {
     struct pingstate *ps = arg;
     int rank = -1;
-    if (eddy_rpc_get_unpack(f, "{s:i}", "rank", &rank) < 0
-        || rank != (int)ps->rank) {
-        fprintf(stderr, "test-client: ping: %s\n",
-                eddy_future_error_string(f));
+    if (eddy_rpc_get_unpack(f, "{s:i}", "rank", &rank) < 0 ||
+        rank != (int)ps->rank) {
+        fprintf(stderr, "test-client: ping: %s\n", eddy_future_error_string(f));
         ps->failed = 1;
     }
     eddy_future_destroy(f); /* from inside its own continuation */
@@ -103,8 +102,8 @@ static void ping_done(eddy_future_t *f, void *arg)
 
 static void ping_next(struct pingstate *ps)
 {
-    eddy_future_t *f = eddy_rpc(ps->h, "broker.ping", ps->rank, 0, NULL,
-                                NULL, 0);
+    eddy_future_t *f =
+        eddy_rpc(ps->h, "broker.ping", ps->rank, 0, NULL, NULL, 0);
     if (!f || eddy_future_then(f, 10.0, ping_done, ps) < 0) {
         ps->failed = 1;
         eddy_future_destroy(f);
@@ -140,8 +139,8 @@ static int pollfd(unsigned rank, int n)
 static int upstream(void)
 {
     eddy_t *h = open_or_die();
-    eddy_future_t *f = eddy_rpc(h, "broker.info", EDDY_RANK_UPSTREAM, 0, NULL,
-                                NULL, 0);
+    eddy_future_t *f =
+        eddy_rpc(h, "broker.info", EDDY_RANK_UPSTREAM, 0, NULL, NULL, 0);
     int rank;
     if (!f || eddy_rpc_get_unpack(f, "{s:i}", "rank", &rank) < 0)
         die_future("upstream", f);
@@ -159,8 +158,8 @@ static int cancel(unsigned rank)
     const char *type = NULL;
     int pid = -1, status = -1;
 
-    if (!f || eddy_rpc_get_unpack(f, "{s:s s:i}", "type", &type, "pid",
-                                  &pid) < 0)
+    if (!f ||
+        eddy_rpc_get_unpack(f, "{s:s s:i}", "type", &type, "pid", &pid) < 0)
         die_future("exec.run", f);
     printf("started pid %d\n", pid);
     eddy_future_reset(f);
@@ -202,8 +201,8 @@ static int deadlock(void)
     eddy_t *h = open_or_die();
     /* 'never' is a subscription nobody publishes to: it is never ready. */
     eddy_future_t *never = eddy_event_subscribe(h, "test.never.");
-    eddy_future_t *f = eddy_rpc(h, "broker.ping", EDDY_RANK_ANY, 0, NULL,
-                                NULL, 0);
+    eddy_future_t *f =
+        eddy_rpc(h, "broker.ping", EDDY_RANK_ANY, 0, NULL, NULL, 0);
     if (!never || !f || eddy_future_then(f, 5.0, deadlock_cb, never) < 0)
         die_future("setup", f);
     while (!deadlock_done)

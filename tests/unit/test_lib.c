@@ -474,12 +474,12 @@ static void test_eacces(void **state)
         if (pid == 0) {
             eddy_error_t err;
             eddy_t *h;
-            if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0
-                || setresuid(65534, 65534, 65534) < 0)
+            if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                setresuid(65534, 65534, 65534) < 0)
                 _exit(2);
             h = eddy_open(fk->uri, 0, &err);
-            _exit(!h && errno == EACCES
-                          && strstr(err.text, "only its owner may use it")
+            _exit(!h && errno == EACCES &&
+                          strstr(err.text, "only its owner may use it")
                       ? 0
                       : 1);
         }
