@@ -19,8 +19,8 @@
 
 #include "eddy/core.h"
 
-#define IDSET_ID_MAX (1u << 20) /* a million ranks is far beyond any machine   \
-                                 */
+/* A million ranks is far beyond any machine. */
+#define IDSET_ID_MAX (1u << 20)
 #define IDSET_INVALID UINT32_MAX
 
 typedef struct idset idset_t;
