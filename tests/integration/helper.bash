@@ -115,3 +115,9 @@ wait_until() {
         sleep 0.1
     done
 }
+
+# A number of seconds no other test uses, to name a `sleep` process that
+# only this test starts (suites may run in parallel, also with themselves).
+unique_seconds() {
+    echo $(( 100000 + ($$ * 32768 + RANDOM) % 800000 ))
+}

@@ -106,22 +106,26 @@ teardown_file() {
 }
 
 @test "SIGTERM to eddy exec is forwarded to the remote processes" {
-    eddy exec -n -r all sleep 1000 &
+    local secs
+    secs=$(unique_seconds)
+    eddy exec -n -r all sleep "$secs" &
     local pid=$!
     # Wait until all 8 sleeps run, then signal the front end.
-    wait_until 10 sh -c "[ \$(pgrep -f -x 'sleep 1000' | wc -l) -ge 8 ]"
+    wait_until 10 sh -c "[ \$(pgrep -f -x 'sleep $secs' | wc -l) -ge 8 ]"
     kill -TERM "$pid"
     local rc=0
     wait "$pid" || rc=$?
     [ "$rc" -eq 143 ]
-    wait_until 10 sh -c "! pgrep -f -x 'sleep 1000'"
+    wait_until 10 sh -c "! pgrep -f -x 'sleep $secs'"
 }
 
 @test "processes die when their client disconnects" {
-    eddy exec -n -r 0-7 sleep 1001 &
+    local secs
+    secs=$(unique_seconds)
+    eddy exec -n -r 0-7 sleep "$secs" &
     local pid=$!
-    wait_until 10 sh -c "[ \$(pgrep -f -x 'sleep 1001' | wc -l) -ge 8 ]"
+    wait_until 10 sh -c "[ \$(pgrep -f -x 'sleep $secs' | wc -l) -ge 8 ]"
     kill -KILL "$pid"
     wait "$pid" || true
-    wait_until 10 sh -c "! pgrep -f -x 'sleep 1001'"
+    wait_until 10 sh -c "! pgrep -f -x 'sleep $secs'"
 }

@@ -40,12 +40,15 @@ teardown_file() {
 }
 
 @test "cancelling a streaming exec.run kills the process and ends the stream" {
-    run bounded 20 eddy-test-client cancel 5
+    local secs
+    secs=$(unique_seconds)
+    run bounded 20 eddy-test-client cancel 5 "$secs"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"exit status 137"* ]]
     [[ "$output" == *"stream ended"* ]]
-    ! pgrep -f -x 'sleep 1002'
+    run pgrep -f -x "sleep $secs"
+    [ "$status" -eq 1 ]
 }
 
 @test "a blocking wait inside a callback fails with EDEADLK, not a hang" {

@@ -7,7 +7,7 @@
  *   test-client pollfd RANK N   N pings to RANK from a poll(2) loop on
  *                               eddy_get_fd() + eddy_dispatch()
  *   test-client upstream        broker.info of EDDY_RANK_UPSTREAM
- *   test-client cancel RANK     start a long exec.run on RANK, cancel it,
+ *   test-client cancel RANK S   run `sleep S` on RANK with exec.run, cancel,
  *                               print how the stream ended
  *   test-client deadlock        a blocking get inside a continuation
  */
@@ -150,11 +150,11 @@ static int upstream(void)
     return 0;
 }
 
-static int cancel(unsigned rank)
+static int cancel(unsigned rank, const char *secs)
 {
     eddy_t *h = open_or_die();
-    eddy_future_t *f = eddy_rpc(h, "exec.run", rank, EDDY_RPC_STREAMING,
-                                "{\"cmd\":[\"sleep\",\"1002\"]}", NULL, 0);
+    eddy_future_t *f = eddy_rpc_pack(h, "exec.run", rank, EDDY_RPC_STREAMING,
+                                     "{s:[ss]}", "cmd", "sleep", secs);
     const char *type = NULL;
     int pid = -1, status = -1;
 
@@ -220,8 +220,8 @@ int main(int argc, char **argv)
         return pollfd((unsigned)atoi(argv[2]), atoi(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "upstream"))
         return upstream();
-    if (argc >= 3 && !strcmp(argv[1], "cancel"))
-        return cancel((unsigned)atoi(argv[2]));
+    if (argc >= 4 && !strcmp(argv[1], "cancel"))
+        return cancel((unsigned)atoi(argv[2]), argv[3]);
     if (argc >= 2 && !strcmp(argv[1], "deadlock"))
         return deadlock();
     fprintf(stderr, "usage: see the top of test-client.c\n");
