@@ -32,6 +32,7 @@ check: build build-asan format-check
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 \
 	    ctest --output-on-failure -L unit -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	scripts/valgrind-check $(BUILD)
 
 check-unit: build
 	cd $(BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
