@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "src/common/stdfds.h"
 
 static void usage(FILE *f)
 {
@@ -17,6 +18,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const struct cmd *cmd;
+
+    /* 0. a closed stdin/stdout must not become our broker socket */
+    stdfds_sanitize();
 
     /* 1. no command, or a request for help: list the commands */
     if (argc < 2) {

@@ -287,6 +287,8 @@ static pid_t spawn_broker(struct start *st,
     argv[ac] = NULL;
 
     posix_spawn_file_actions_init(&fa);
+    /* Brokers read nothing from a terminal; keep them off ours. */
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (listen_fd >= 0)
         posix_spawn_file_actions_adddup2(&fa, listen_fd, 3);
     if (ready_fd >= 0)

@@ -75,3 +75,9 @@ start_stop() {
     [[ "$output" == *"ready"* ]]
     [[ "$output" == *"info"* ]]
 }
+
+@test "eddy start works with stdin, stdout and stderr closed" {
+    run bounded 60 sh -c 'eddy start --test-size=2 sh -c "eddy exec -r all true && echo ok >&3" 3>&1 <&- >&- 2>&-; echo rc=$?'
+    echo "$output"
+    [ "$output" = "$(printf 'ok\nrc=0')" ]
+}

@@ -129,3 +129,10 @@ teardown_file() {
     wait "$pid" || true
     wait_until 10 sh -c "! pgrep -f -x 'sleep $secs'"
 }
+
+@test "a closed stdin reads as empty, never as the broker socket" {
+    run bounded 30 sh -c 'eddy exec -r all cat <&-; echo rc=$?'
+    [ "$output" = "rc=0" ]
+    run bounded 30 sh -c 'eddy exec -r 0-1 echo hi <&- >&-; echo rc=$?'
+    [ "$output" = "rc=0" ]
+}
