@@ -47,7 +47,7 @@ static void queue_notify(eddy_future_t *f)
 {
     eddy_t *h = f->h;
 
-    if (!f->cb || f->queued || f->notified || !fut_ready(f))
+    if (!f->cb || f->queued || f->notified || h->closing || !fut_ready(f))
         return;
     link_add_tail(&h->pending, &f->notify);
     f->queued = true;
@@ -84,9 +84,15 @@ static int arm_timer(eddy_future_t *f)
         uv_timer_init(f->h->loop, f->cb_timer);
         f->cb_timer->data = f;
     }
+    /* libuv times from the loop's cached clock, which is stale when the
+     * caller has not run the loop for a while: the timeout would expire
+     * early. */
+    uv_update_time(f->h->loop);
     uv_timer_start(f->cb_timer, timer_cb, timeout_ms(f->cb_timeout), 0);
     return 0;
 }
+
+static void send_cancel(eddy_future_t *f);
 
 static void timer_cb(uv_timer_t *timer)
 {
@@ -95,6 +101,15 @@ static void timer_cb(uv_timer_t *timer)
     if (fut_ready(f))
         return;
     f->timed_out = true;
+    /* The timeout is final: stop listening, or a stream would queue
+     * responses nobody can ever read, and tell a streaming responder to
+     * stop sending them. */
+    if (f->registered) {
+        if ((f->flags & EDDY_RPC_STREAMING) && !f->finished)
+            send_cancel(f);
+        handle_unregister(f->h, f);
+    }
+    f->finished = true;
     queue_notify(f);
     handle_wake(f->h);
 }
@@ -250,6 +265,8 @@ void fut_run_pending(eddy_t *h)
         if (f->cb && !f->notified && fut_ready(f))
             call_continuation(f);
     }
+    /* After eddy_close() from a continuation (h->closing) nothing is
+     * queued any more and the batch was emptied. */
     if (link_empty(&h->pending))
         uv_unref((uv_handle_t *)h->wakeup);
     else
@@ -270,7 +287,7 @@ int fut_wait(eddy_future_t *f, double timeout)
     if (fut_ready(f))
         return 0;
     /* Running the loop from a callback would reenter uv_run(). */
-    if (h->depth > 0) {
+    if (handle_busy(h)) {
         snprintf(f->errbuf, sizeof(f->errbuf),
                  "%s: cannot wait for a response from inside a callback",
                  f->topic);
@@ -306,6 +323,10 @@ int eddy_future_then(eddy_future_t *f,
     f->cb = cb;
     f->cb_arg = arg;
     f->cb_timeout = timeout;
+    /* A new then() is a new request to be told: if the future is ready,
+     * the new continuation runs once even if an older one already ran for
+     * this response. */
+    f->notified = false;
     if (fut_ready(f)) {
         queue_notify(f);
     } else if (arm_timer(f) < 0) {

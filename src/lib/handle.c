@@ -86,6 +86,11 @@ void handle_unregister(eddy_t *h, eddy_future_t *f)
     update_pipe_ref(h);
 }
 
+bool handle_busy(const eddy_t *h)
+{
+    return h->depth > 0 || h->running > 0;
+}
+
 void handle_wake(eddy_t *h)
 {
     if (h->waiting > 0)
@@ -111,8 +116,10 @@ int handle_run_until(eddy_t *h,
     if (done(arg))
         return 0;
     h->waiting++;
+    h->running++;
     if (timeout >= 0) {
         h->timer->data = &expired;
+        uv_update_time(h->loop); /* the cached clock may be stale */
         uv_timer_start(h->timer, deadline_cb, timeout_ms(timeout), 0);
     }
     while (!done(arg)) {
@@ -133,6 +140,7 @@ int handle_run_until(eddy_t *h,
     }
     uv_timer_stop(h->timer);
     h->timer->data = NULL;
+    h->running--;
     h->waiting--;
     return rc;
 }
@@ -259,17 +267,25 @@ static bool trace_env(void)
     return s && *s && strcmp(s, "0") != 0;
 }
 
-/* libuv writes with write(2): if the broker vanishes between a read and a
- * write, a default SIGPIPE disposition would kill the tool instead of
- * failing its futures with ENOTCONN.  A handler the program installed
- * itself is left alone. */
+/* libuv writes with write(2)/writev(2), which cannot take MSG_NOSIGNAL, and
+ * writes happen from whatever uv_run() drives the loop (possibly the
+ * caller's own), so blocking the signal around our own calls would not
+ * cover every write.  If the broker vanishes between a read and a write,
+ * a default SIGPIPE disposition would kill the tool instead of failing its
+ * futures with ENOTCONN; so, unless the caller opted out, a default
+ * disposition becomes SIG_IGN (documented in eddy/core.h).  A handler or
+ * SIG_IGN the program installed itself is left alone. */
 static void ignore_sigpipe(void)
 {
     struct sigaction sa;
 
     if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
-        !(sa.sa_flags & SA_SIGINFO))
-        signal(SIGPIPE, SIG_IGN);
+        !(sa.sa_flags & SA_SIGINFO)) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_IGN;
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGPIPE, &sa, NULL);
+    }
 }
 
 /* Parse 'uri' and connect; returns the connected fd or -1 with err. */
@@ -326,22 +342,27 @@ static int connect_uri(const char *uri, eddy_error_t *err)
     return fd;
 }
 
-/* Everything but the socket. */
+/* Everything but the socket.  NULL with errno (ENOMEM, or EMFILE/ENFILE
+ * when the loop's epoll or eventfd descriptors cannot be created). */
 static eddy_t *handle_create(const char *uri)
 {
     eddy_t *h = calloc(1, sizeof(*h));
     uv_timer_t *timer;
     uv_async_t *wakeup;
+    int rc, e = ENOMEM;
 
-    if (!h)
+    if (!h) {
+        errno = ENOMEM;
         return NULL;
+    }
     link_init(&h->futures);
     link_init(&h->pending);
     tagtab_init(&h->tags);
     h->next_tag = 1;
     if (!(h->uri = strdup(uri)) || !(h->loop = malloc(sizeof(*h->loop))))
         goto error;
-    if (uv_loop_init(h->loop) < 0) {
+    if ((rc = uv_loop_init(h->loop)) < 0) {
+        e = -rc;
         free(h->loop);
         h->loop = NULL;
         goto error;
@@ -354,7 +375,8 @@ static eddy_t *handle_create(const char *uri)
     h->timer = timer;
     if (!(wakeup = malloc(sizeof(*wakeup))))
         goto error;
-    if (uv_async_init(h->loop, wakeup, wakeup_cb) < 0) {
+    if ((rc = uv_async_init(h->loop, wakeup, wakeup_cb)) < 0) {
+        e = -rc;
         free(wakeup);
         goto error;
     }
@@ -364,7 +386,7 @@ static eddy_t *handle_create(const char *uri)
     return h;
 error:
     eddy_close(h);
-    errno = ENOMEM;
+    errno = e;
     return NULL;
 }
 
@@ -403,7 +425,7 @@ eddy_t *eddy_open(const char *uri, int flags, eddy_error_t *err)
     eddy_t *h = NULL;
     int fd;
 
-    if (flags & ~EDDY_OPEN_TRACE) {
+    if (flags & ~(EDDY_OPEN_TRACE | EDDY_OPEN_KEEP_SIGPIPE)) {
         errno = EINVAL;
         errprintf(err, "unknown flags 0x%x", (unsigned)flags);
         return NULL;
@@ -417,12 +439,16 @@ eddy_t *eddy_open(const char *uri, int flags, eddy_error_t *err)
     if ((fd = connect_uri(uri, err)) < 0)
         return NULL;
     if (!(h = handle_create(uri))) {
+        int e = errno;
         close(fd);
-        errprintf(err, "out of memory");
+        errno = e;
+        errprintf(err, "cannot set up an event loop for %s: %s", uri,
+                  strerror(e));
         return NULL;
     }
     h->trace = (flags & EDDY_OPEN_TRACE) || trace_env();
-    ignore_sigpipe();
+    if (!(flags & EDDY_OPEN_KEEP_SIGPIPE))
+        ignore_sigpipe();
     if (attach_socket(h, fd, err) < 0)
         goto error;
     if (handle_run_until(h, greeting_done, h, GREETING_TIMEOUT) < 0)
@@ -453,12 +479,47 @@ static void close_walk_cb(uv_handle_t *handle, void *arg)
         uv_close(handle, NULL);
 }
 
+/* eddy_close() while the loop runs: uv_run() is still using the loop (and
+ * the caller may still use the futures it holds), so nothing can be freed.
+ * Make the handle inert instead: the connection is dropped (the broker
+ * cleans up), every unfinished future fails with ENOTCONN, no continuation
+ * runs any more and nothing of ours keeps the loop alive, so the run that
+ * called us returns soon. */
+static void handle_shutdown(eddy_t *h)
+{
+    struct link *l;
+
+    if (h->closing)
+        return;
+    h->closing = true;
+    if (h->conn)
+        conn_lost(h, ECONNABORTED, "closed by eddy_close()");
+    /* Also unlinks futures from a batch fut_run_pending() is running. */
+    for (l = h->futures.next; l != &h->futures; l = l->next) {
+        eddy_future_t *f = link_entry(l, eddy_future_t, all);
+        if (f->queued) {
+            link_del(&f->notify);
+            f->queued = false;
+        }
+        if (f->cb_timer)
+            uv_timer_stop(f->cb_timer);
+    }
+    if (h->wakeup)
+        uv_unref((uv_handle_t *)h->wakeup);
+    handle_wake(h);
+}
+
 void eddy_close(eddy_t *h)
 {
     int saved_errno = errno;
 
     if (!h)
         return;
+    if (handle_busy(h)) {
+        handle_shutdown(h);
+        errno = saved_errno;
+        return;
+    }
     /* eddy_close cancels nothing remotely: drop the connection first so
      * destroying streaming futures sends no cancel. */
     if (h->conn) {
@@ -514,6 +575,24 @@ int eddy_get_fd(eddy_t *h)
     return fd;
 }
 
+int eddy_get_timeout(eddy_t *h)
+{
+    if (!h) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!link_empty(&h->pending))
+        return 0;
+    /* uv_backend_timeout() says 0 for a loop with nothing active, which
+     * would make an idle caller spin. */
+    if (!uv_loop_alive(h->loop))
+        return -1;
+    /* The loop's clock is only updated when it runs: measure from now, or
+     * the caller would sleep past the deadline. */
+    uv_update_time(h->loop);
+    return uv_backend_timeout(h->loop);
+}
+
 int eddy_dispatch(eddy_t *h)
 {
     if (!h) {
@@ -521,14 +600,16 @@ int eddy_dispatch(eddy_t *h)
         return -1;
     }
     /* uv_run() is not reentrant. */
-    if (h->depth > 0) {
+    if (handle_busy(h)) {
         errno = EDEADLK;
         return -1;
     }
+    h->running++;
     uv_run(h->loop, UV_RUN_NOWAIT);
     /* Responses read in that pass queued their continuations for the
      * next iteration: run them now rather than at the next readable. */
     if (!link_empty(&h->pending))
         uv_run(h->loop, UV_RUN_NOWAIT);
+    h->running--;
     return 0;
 }

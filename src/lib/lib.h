@@ -12,6 +12,10 @@
  *  4. Losing the connection fails every unfinished future with ENOTCONN.
  *  5. eddy_close() drops the connection, frees every future, closes every
  *     libuv handle and runs the loop until their close callbacks are done.
+ *     Called while the loop is running (from a continuation, or from any
+ *     callback inside eddy_dispatch() or a wait), it cannot free the loop
+ *     under uv_run(): it only shuts the handle down (handle_shutdown()) and
+ *     the caller closes it again later.
  *
  * Invariants:
  *  - a future is in 'tags' iff it is waiting for responses
@@ -131,6 +135,8 @@ struct eddy {
     struct link pending; /* futures whose continuation must run */
     int depth;           /* > 0 while inside one of our callbacks */
     int waiting;         /* > 0 while handle_run_until() runs the loop */
+    int running;         /* > 0 while we run the loop (wait or dispatch) */
+    bool closing;        /* shut down from a callback: no more callbacks */
 };
 
 struct eddy_future {
@@ -203,6 +209,9 @@ LIB_INTERNAL int handle_run_until(eddy_t *h,
                                   bool (*done)(void *arg),
                                   void *arg,
                                   double timeout);
+/* True while running the loop again would reenter uv_run(): inside one of
+ * our continuations, or inside any callback of a loop run we started. */
+LIB_INTERNAL bool handle_busy(const eddy_t *h);
 /* A future became ready: if we are running the loop in a wait, make the
  * current uv_run(UV_RUN_ONCE) return instead of blocking in poll (events
  * handled before the poll phase, such as timers, would otherwise leave it

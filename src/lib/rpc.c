@@ -44,11 +44,12 @@ static eddy_future_t *rpc_send(eddy_t *h,
         msg_t *empty;
 
         msg->flags = MSG_FLAG_NORESPONSE;
-        if (msgconn_send(h->conn, msg) < 0)
-            goto error;
-        /* Fire and forget: ready at once with {}. */
+        /* Fire and forget: ready at once with {}.  Queued before sending so
+         * that a request that went out is never reported as failed. */
         if (!(empty = msg_create(MSG_RESPONSE, topic, NULL, NULL, 0)) ||
             fut_push(f, empty) < 0)
+            goto error;
+        if (msgconn_send(h->conn, msg) < 0)
             goto error;
         fut_fail(f, ENODATA, NULL);
     } else {

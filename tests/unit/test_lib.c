@@ -225,6 +225,8 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
         return 0;
     if (!strcmp(t, "test.hangup"))
         return -1;
+    if (!strcmp(t, "test.silent_stream")) /* says nothing until cancelled */
+        return expect_cancel(fk, fd, req);
     if (!strcmp(t, "test.cancel")) {
         if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) <
             0)
@@ -940,10 +942,22 @@ static void test_timeout(void **state)
     assert_int_equal(eddy_future_wait_for(f, 0), -1);
     assert_int_equal(errno, ETIMEDOUT);
 
+    /* timeouts count from the call, even when the loop has not run for
+     * a while (libuv's clock is only updated when it runs) */
+    usleep(300000);
+    t0 = now();
+    errno = 0;
+    assert_int_equal(eddy_future_wait_for(f, 0.1), -1);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_true(now() - t0 >= 0.09);
+    usleep(300000);
+    t0 = now();
+
     /* a continuation's timeout fails the future for good */
     assert_int_equal(eddy_future_then(f, 0.05, timeout_cb, &st), 0);
     while (st.calls == 0)
         uv_run(eddy_get_loop(h), UV_RUN_ONCE);
+    assert_true(now() - t0 >= 0.045);
     assert_int_equal(st.calls, 1);
     assert_int_equal(st.last_errno, ETIMEDOUT);
     assert_true(eddy_future_is_ready(f));
@@ -1193,6 +1207,279 @@ static void test_trace(void **state)
     assert_non_null(strstr(buf, "test.echo"));
 }
 
+/* ---- gaps: close from callbacks, timeouts for poll loops, SIGPIPE ----- */
+
+struct closest {
+    eddy_t *h;
+    int calls;
+    int other_calls;
+    eddy_future_t *pending; /* an unanswered RPC of the same handle */
+};
+
+static void close_cb(eddy_future_t *f, void *arg)
+{
+    struct closest *cs = arg;
+
+    cs->calls++;
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    errno = 4321;
+    eddy_close(cs->h); /* shuts down only: we are inside the loop */
+    assert_int_equal(errno, 4321);
+    /* our own future, the handle and the others are still valid */
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(cs->pending, NULL), -1);
+    assert_int_equal(errno, ENOTCONN);
+    errno = 0;
+    assert_null(eddy_rpc(cs->h, "test.echo", 0, 0, NULL, NULL, 0));
+    assert_int_equal(errno, ENOTCONN);
+    eddy_close(cs->h); /* twice is harmless */
+}
+
+static void other_cb(eddy_future_t *f, void *arg)
+{
+    struct closest *cs = arg;
+
+    cs->other_calls++;
+}
+
+/* 'how': 0 the caller's uv_run(), 1 eddy_dispatch(), 2 a wait. */
+static void close_in_cb(struct fake *fk, int how)
+{
+    struct closest cs = {0};
+    eddy_future_t *f, *g, *w = NULL;
+    double deadline = now() + 10 * timeout_scale;
+
+    cs.h = open_ok(fk);
+    cs.pending = eddy_rpc(cs.h, "test.never", 0, 0, NULL, NULL, 0);
+    assert_non_null(cs.pending);
+    /* 'g' is ready too and queued behind 'f': it must not run after the
+     * close, nor must the pending RPC's timeout */
+    f = eddy_rpc(cs.h, "test.echo", 0, EDDY_RPC_NORESPONSE, NULL, NULL, 0);
+    g = eddy_rpc(cs.h, "test.echo", 0, EDDY_RPC_NORESPONSE, NULL, NULL, 0);
+    assert_int_equal(eddy_future_then(f, -1, close_cb, &cs), 0);
+    assert_int_equal(eddy_future_then(g, -1, other_cb, &cs), 0);
+    assert_int_equal(eddy_future_then(cs.pending, 0.01, other_cb, &cs), 0);
+    if (how == 0) {
+        uv_run(eddy_get_loop(cs.h), UV_RUN_DEFAULT);
+    } else if (how == 1) {
+        while (cs.calls == 0 && now() < deadline)
+            assert_int_equal(eddy_dispatch(cs.h), 0);
+        assert_int_equal(eddy_dispatch(cs.h), 0);
+    } else {
+        w = eddy_rpc(cs.h, "test.never", 0, 0, NULL, NULL, 0);
+        errno = 0;
+        assert_int_equal(eddy_future_wait_for(w, 10 * timeout_scale), -1);
+        assert_int_equal(errno, ENOTCONN);
+        assert_non_null(strstr(eddy_future_error_string(w), "eddy_close"));
+    }
+    assert_int_equal(cs.calls, 1);
+    assert_int_equal(cs.other_calls, 0);
+    /* the broker saw the connection go */
+    if (how == 0)
+        fake_join(fk);
+    /* a then() after the shutdown is accepted and never called */
+    assert_int_equal(eddy_future_then(g, -1, other_cb, &cs), 0);
+    assert_int_equal(eddy_dispatch(cs.h), 0);
+    assert_int_equal(cs.other_calls, 0);
+    assert_int_equal(eddy_get_timeout(cs.h), -1);
+    eddy_future_destroy(w);
+    eddy_future_destroy(f);
+    eddy_close(cs.h); /* frees g and the pending RPC */
+}
+
+static void test_close_in_cb(void **state)
+{
+    struct fake *fk = *state;
+
+    close_in_cb(fk, 0);
+    fake_teardown(state);
+    *state = fk = fake_start(GREET_OK);
+    close_in_cb(fk, 1);
+    fake_teardown(state);
+    *state = fk = fake_start(GREET_OK);
+    close_in_cb(fk, 2);
+}
+
+static void test_get_timeout(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct cbstate st = {0}, st2 = {0};
+    eddy_future_t *f, *g;
+    int fd = eddy_get_fd(h), polls = 0;
+    double t0, deadline = now() + 10 * timeout_scale;
+    int ms;
+
+    errno = 0;
+    assert_int_equal(eddy_get_timeout(NULL), -1);
+    assert_int_equal(errno, EINVAL);
+    /* nothing to wait for: block until readable */
+    assert_int_equal(eddy_get_timeout(h), -1);
+    f = eddy_rpc(h, "test.never", 0, 0, NULL, NULL, 0);
+    /* (the write's completion may be due: 0 until dispatched) */
+    ms = eddy_get_timeout(h);
+    assert_true(ms == 0 || ms == -1);
+    assert_int_equal(eddy_dispatch(h), 0);
+    assert_int_equal(eddy_get_timeout(h), -1);
+    /* a continuation timeout bounds the wait; the fd stays quiet */
+    t0 = now();
+    assert_int_equal(eddy_future_then(f, 0.2, timeout_cb, &st), 0);
+    ms = eddy_get_timeout(h);
+    assert_true(ms > 100 && ms <= 200);
+    usleep(50000);
+    /* measured from now, not from the last loop run */
+    ms = eddy_get_timeout(h);
+    assert_true(ms >= 0 && ms <= 160);
+    while (st.calls == 0 && now() < deadline) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        ms = eddy_get_timeout(h);
+        assert_true(ms >= 0);
+        (void)poll(&pfd, 1, ms);
+        assert_int_equal(eddy_dispatch(h), 0);
+        polls++;
+    }
+    assert_int_equal(st.calls, 1);
+    assert_int_equal(st.last_errno, ETIMEDOUT);
+    assert_true(now() - t0 >= 0.19);
+    assert_true(polls < 50); /* waited, did not spin */
+    assert_int_equal(eddy_get_timeout(h), -1);
+    eddy_future_destroy(f);
+
+    /* a due continuation: do not block at all */
+    g = eddy_rpc(h, "test.echo", 0, EDDY_RPC_NORESPONSE, NULL, NULL, 0);
+    assert_int_equal(eddy_future_then(g, -1, count_cb, &st2), 0);
+    assert_int_equal(eddy_get_timeout(h), 0);
+    assert_int_equal(eddy_dispatch(h), 0);
+    assert_int_equal(st2.calls, 1);
+    eddy_future_destroy(g);
+    eddy_close(h);
+}
+
+static void test_timeout_stream(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct cbstate st = {0};
+    eddy_future_t *f, *e;
+
+    /* a timed-out stream is cancelled and listens no more */
+    f = eddy_rpc(h, "test.silent_stream", 0, EDDY_RPC_STREAMING, NULL, NULL, 0);
+    assert_int_equal(eddy_future_then(f, 0.05, timeout_cb, &st), 0);
+    uv_run(eddy_get_loop(h), UV_RUN_DEFAULT);
+    assert_int_equal(st.calls, 1);
+    assert_int_equal(st.last_errno, ETIMEDOUT);
+    /* a round trip: the broker has seen the cancel and sent the EOS */
+    e = eddy_rpc(h, "test.echo", 0, 0, NULL, NULL, 0);
+    assert_int_equal(eddy_rpc_get(e, NULL), 0);
+    eddy_future_destroy(e);
+    assert_int_equal(load(&fk->cancels_ok), 1);
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(f, NULL), -1);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_null(eddy_rpc_get_topic(f));
+    assert_int_equal(eddy_rpc_cancel(f), 0); /* over: nothing to cancel */
+    eddy_future_destroy(f);                  /* no second cancel */
+    eddy_close(h);
+    fake_join(fk);
+    assert_int_equal(load(&fk->cancels_ok), 1);
+    assert_int_equal(load(&fk->cancels_bad), 0);
+}
+
+static void test_then_again(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct cbstate st = {0}, st2 = {0};
+    eddy_future_t *f;
+
+    f = eddy_rpc(h, "test.echo", 0, 0, NULL, NULL, 0);
+    assert_int_equal(eddy_future_then(f, -1, count_cb, &st), 0);
+    uv_run(eddy_get_loop(h), UV_RUN_DEFAULT);
+    assert_int_equal(st.calls, 1);
+    /* a new then() on a ready future is called once, the old one no more */
+    assert_int_equal(eddy_future_then(f, -1, count_cb, &st2), 0);
+    uv_run(eddy_get_loop(h), UV_RUN_DEFAULT);
+    uv_run(eddy_get_loop(h), UV_RUN_NOWAIT);
+    assert_int_equal(st.calls, 1);
+    assert_int_equal(st2.calls, 1);
+    /* the only response reset away: end of stream */
+    eddy_future_reset(f);
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(f, NULL), -1);
+    assert_int_equal(errno, ENODATA);
+    eddy_future_destroy(f);
+    eddy_close(h);
+}
+
+struct reent {
+    eddy_t *h;
+    eddy_future_t *other;
+    int wait_errno;
+    int dispatch_errno;
+    int calls;
+};
+
+static void reent_timer_cb(uv_timer_t *t)
+{
+    struct reent *r = t->data;
+
+    r->calls++;
+    errno = 0;
+    if (eddy_future_wait_for(r->other, 1) < 0)
+        r->wait_errno = errno;
+    errno = 0;
+    if (eddy_dispatch(r->h) < 0)
+        r->dispatch_errno = errno;
+}
+
+/* A libuv callback of the caller's, run by one of our waits, must not be
+ * able to reenter uv_run(). */
+static void test_reentry(void **state)
+{
+    struct fake *fk = *state;
+    struct reent r = {0};
+    uv_timer_t timer;
+    eddy_future_t *f;
+
+    r.h = open_ok(fk);
+    r.other = eddy_rpc(r.h, "test.never", 0, 0, NULL, NULL, 0);
+    f = eddy_rpc(r.h, "test.never", 0, 0, NULL, NULL, 0);
+    assert_int_equal(uv_timer_init(eddy_get_loop(r.h), &timer), 0);
+    timer.data = &r;
+    assert_int_equal(uv_timer_start(&timer, reent_timer_cb, 10, 0), 0);
+    errno = 0;
+    assert_int_equal(eddy_future_wait_for(f, 0.3), -1);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.wait_errno, EDEADLK);
+    assert_int_equal(r.dispatch_errno, EDEADLK);
+    eddy_future_destroy(f);
+    eddy_future_destroy(r.other);
+    eddy_close(r.h); /* closes our timer */
+}
+
+static void test_sigpipe(void **state)
+{
+    struct fake *fk = *state;
+    struct sigaction sa;
+    eddy_t *h;
+
+    signal(SIGPIPE, SIG_DFL);
+    h = eddy_open(fk->uri, EDDY_OPEN_KEEP_SIGPIPE, NULL);
+    assert_non_null(h);
+    assert_int_equal(sigaction(SIGPIPE, NULL, &sa), 0);
+    assert_true(sa.sa_handler == SIG_DFL);
+    eddy_close(h);
+    fake_teardown(state);
+    *state = fk = fake_start(GREET_OK);
+    h = open_ok(fk);
+    assert_int_equal(sigaction(SIGPIPE, NULL, &sa), 0);
+    assert_true(sa.sa_handler == SIG_IGN);
+    eddy_close(h);
+    signal(SIGPIPE, SIG_IGN);
+}
+
 int main(void)
 {
     const char *s = getenv("EDDY_TEST_TIMEOUT_SCALE");
@@ -1221,6 +1508,16 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_pending, setup_ok,
                                         fake_teardown),
         cmocka_unit_test_setup_teardown(test_trace, setup_ok, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_close_in_cb, setup_ok,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_get_timeout, setup_ok,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_stream, setup_ok,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_then_again, setup_ok,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_reentry, setup_ok, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_sigpipe, setup_ok, fake_teardown),
     };
 
     if (s && atoi(s) > 0)
