@@ -106,7 +106,11 @@ struct execcmd {
     bool cancelled;
 };
 
-static int write_all(int fd, const void *data, size_t len)
+/* Set when our stdout or stderr could not be written (full disk, I/O
+ * error): the output is incomplete, so the exit status says so. */
+static bool output_failed;
+
+static void write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
 
@@ -123,12 +127,24 @@ static int write_all(int fd, const void *data, size_t len)
                 (void)select(fd + 1, NULL, &w, NULL, NULL);
                 continue;
             }
-            return -1;
+            /* The reader went away (`eddy exec ... | head`): end like any
+             * program in a pipeline, by SIGPIPE.  The brokers kill our
+             * remote processes when our connection drops. */
+            if (errno == EPIPE) {
+                signal(SIGPIPE, SIG_DFL);
+                raise(SIGPIPE);
+            }
+            if (!output_failed)
+                cmd_warn("exec", "cannot write %s: %s",
+                         fd == STDOUT_FILENO ? "standard output"
+                                             : "standard error",
+                         strerror(errno));
+            output_failed = true;
+            return;
         }
         p += n;
         len -= (size_t)n;
     }
-    return 0;
 }
 
 /* Print "R: " + the buffered part + 'data' (+ a newline if 'newline'). */
@@ -153,7 +169,7 @@ static void emit_line(int fd,
         memcpy(line + plen + lb->len, data, len);
     if (newline)
         line[total - 1] = '\n';
-    (void)write_all(fd, line, total);
+    write_all(fd, line, total);
     free(line);
     lb->len = 0;
 }
@@ -164,7 +180,7 @@ static void output(struct rank *r, int idx, const char *data, size_t len)
     struct linebuf *lb = &r->lb[idx];
 
     if (!r->ec->label) {
-        (void)write_all(fd, data, len);
+        write_all(fd, data, len);
         return;
     }
     while (len > 0) {
@@ -707,6 +723,8 @@ static int exec_run(int argc, char **argv)
             status = ec.ranks[i].status;
     if (ec.aborted && ec.abort_status > status)
         status = ec.abort_status;
+    if (output_failed && status == 0)
+        status = 1;
     finish(&ec);
     idset_destroy(ids);
     free(body);

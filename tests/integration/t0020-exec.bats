@@ -136,3 +136,18 @@ teardown_file() {
     run bounded 30 sh -c 'eddy exec -r 0-1 echo hi <&- >&-; echo rc=$?'
     [ "$output" = "rc=0" ]
 }
+
+@test "a closed output pipe ends eddy exec and its remote processes" {
+    local tag
+    tag=$(unique_seconds)
+    run bounded 30 sh -c "eddy exec -n -r all yes $tag | head -n 2"
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 2 ]
+    wait_until 10 sh -c "! pgrep -f -x 'yes $tag'"
+}
+
+@test "output that cannot be written is an error, not a silent loss" {
+    run bounded 30 sh -c 'eddy exec -n -r 0-3 echo hi >/dev/full'
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"cannot write standard output: No space left on device"* ]]
+}
