@@ -428,7 +428,7 @@ static void exit_timer_cb(uv_timer_t *t)
  * drain. */
 static void finish(broker_t *b)
 {
-    struct conn *c, *next;
+    struct conn *c;
 
     if (b->state == BROKER_FINISHED)
         return;
@@ -437,12 +437,21 @@ static void finish(broker_t *b)
     b->state = BROKER_FINISHED;
     broker_log(b, LOG_LEVEL_DEBUG, "closing");
     local_stop(b);
+    /* The parent link and clients linger until what is queued for them
+     * (final responses, the goodbye) is written, or BROKER_LINGER_MS. */
     overlay_leave(b);
     overlay_close_all(b);
-    for (c = b->conns_list; c; c = next) {
-        next = c->next;
-        if (!c->lingering)
+again:
+    for (c = b->conns_list; c; c = c->next) {
+        if (c->lingering)
+            continue;
+        if (c->kind == CONN_CLIENT && b->exit_code == 0)
+            conn_linger(c);
+        else {
+            /* may drop others ('next' included): rescan */
             conn_drop(c, 0, "shutdown");
+            goto again;
+        }
     }
     broker_unsubscribe_all(b);
     services_destroy(b);
@@ -454,6 +463,7 @@ static void finish(broker_t *b)
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     uv_close((uv_handle_t *)&b->shutdown_timer, NULL);
+    uv_close((uv_handle_t *)&b->hold_timer, NULL);
     uv_check_stop(&b->reaper);
     /* A service that left a handle active would keep us alive forever. */
     uv_timer_start(&b->exit_timer, exit_timer_cb, 2000, 0);
@@ -474,6 +484,47 @@ static void shutdown_timer_cb(uv_timer_t *t)
     finish(b);
 }
 
+/* In BROKER_SHUTDOWN: finish (from the loop) once the children have gone
+ * and no service holds the exit; until then the deadline set by
+ * broker_shutdown() runs. */
+static void shutdown_check(broker_t *b)
+{
+    if (b->state == BROKER_SHUTDOWN && b->handles_init &&
+        overlay_children_connected(b) == 0 &&
+        (b->shutdown_holds == 0 || b->holds_expired) &&
+        !uv_is_closing((uv_handle_t *)&b->shutdown_timer))
+        uv_timer_start(&b->shutdown_timer, shutdown_timer_cb, 0, 0);
+}
+
+static void hold_timer_cb(uv_timer_t *t)
+{
+    broker_t *b = t->data;
+
+    if (b->shutdown_holds == 0)
+        return;
+    broker_log(b, LOG_LEVEL_WARNING,
+               "%u service shutdown holds still pending after %d ms: "
+               "not waiting longer",
+               b->shutdown_holds, BROKER_SHUTDOWN_HOLD_MS);
+    b->holds_expired = true;
+    shutdown_check(b);
+}
+
+void broker_shutdown_hold(broker_t *b)
+{
+    b->shutdown_holds++;
+}
+
+void broker_shutdown_release(broker_t *b)
+{
+    if (b->shutdown_holds == 0) {
+        broker_log(b, LOG_LEVEL_ERR, "shutdown hold released too often");
+        return;
+    }
+    if (--b->shutdown_holds == 0)
+        shutdown_check(b);
+}
+
 void broker_shutdown(broker_t *b, const char *why)
 {
     msg_t *ev;
@@ -489,14 +540,16 @@ void broker_shutdown(broker_t *b, const char *why)
         broker_deliver_event(b, ev);
         msg_decref(ev);
     }
+    /* The deadline first: shutdown_check() replaces it once all is done. */
+    uv_timer_start(&b->shutdown_timer, shutdown_timer_cb,
+                   BROKER_SHUTDOWN_TIMEOUT_MS, 0);
     services_shutdown(b);
+    if (b->shutdown_holds > 0)
+        uv_timer_start(&b->hold_timer, hold_timer_cb, BROKER_SHUTDOWN_HOLD_MS,
+                       0);
     overlay_stop_listening(b);
     local_stop(b);
-    if (overlay_children_connected(b) == 0)
-        uv_timer_start(&b->shutdown_timer, shutdown_timer_cb, 0, 0);
-    else
-        uv_timer_start(&b->shutdown_timer, shutdown_timer_cb,
-                       BROKER_SHUTDOWN_TIMEOUT_MS, 0);
+    shutdown_check(b);
 }
 
 void broker_shutdown_instance(broker_t *b, const char *why)
@@ -521,8 +574,7 @@ void broker_shutdown_instance(broker_t *b, const char *why)
 
 void broker_children_gone(broker_t *b)
 {
-    if (b->state == BROKER_SHUTDOWN && overlay_children_connected(b) == 0)
-        uv_timer_start(&b->shutdown_timer, shutdown_timer_cb, 0, 0);
+    shutdown_check(b);
 }
 
 void broker_abort(broker_t *b, int exit_code)
@@ -534,7 +586,8 @@ void broker_abort(broker_t *b, int exit_code)
         b->state = BROKER_SHUTDOWN;
         services_shutdown(b);
     }
-    /* Finish from the loop, not from inside whatever callback failed. */
+    /* Finish from the loop, not from inside whatever callback failed;
+     * holds are not waited for: nobody is left to hear the responses. */
     uv_timer_start(&b->shutdown_timer, shutdown_timer_cb, 0, 0);
 }
 
@@ -646,11 +699,13 @@ broker_t *broker_create(const struct broker_opts *o,
     uv_signal_init(&b->loop, &b->sigterm);
     uv_signal_init(&b->loop, &b->sigint);
     uv_timer_init(&b->loop, &b->shutdown_timer);
+    uv_timer_init(&b->loop, &b->hold_timer);
     uv_timer_init(&b->loop, &b->linger_timer);
     uv_timer_init(&b->loop, &b->exit_timer);
     uv_check_init(&b->loop, &b->reaper);
     b->sigterm.data = b->sigint.data = b;
     b->shutdown_timer.data = b->linger_timer.data = b->exit_timer.data = b;
+    b->hold_timer.data = b;
     b->reaper.data = b;
     b->handles_init = true;
     if (build_topics(b, err) < 0 || overlay_create(b, bs, err) < 0)
@@ -715,10 +770,9 @@ void broker_destroy(broker_t *b)
         b->state = BROKER_FINISHED;
         local_stop(b);
         overlay_close_all(b);
-        for (struct conn *c = b->conns_list, *next; c; c = next) {
-            next = c->next;
-            conn_drop(c, 0, "shutdown");
-        }
+        /* conn_drop() may drop others: always take the head. */
+        while (b->conns_list)
+            conn_drop(b->conns_list, 0, "shutdown");
         broker_unsubscribe_all(b);
         services_destroy(b);
     }

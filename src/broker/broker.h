@@ -55,8 +55,12 @@
  *  6. Shutdown: "broker.shutdown" at rank 0 (or SIGTERM/SIGINT there)
  *     publishes the event "broker.shutdown"; every broker forwards it to
  *     its children, calls each service's shutdown(), stops accepting,
- *     waits (up to BROKER_SHUTDOWN_TIMEOUT) for its children to leave,
- *     closes everything and exits 0.  SIGTERM at rank R > 0 shuts down R's
+ *     waits (up to BROKER_SHUTDOWN_TIMEOUT_MS) for its children to leave
+ *     and (up to BROKER_SHUTDOWN_HOLD_MS) for every service hold
+ *     (broker_shutdown_hold()) to be released,
+ *     then says goodbye to its parent, lets the links to its parent and
+ *     clients flush what is queued (up to BROKER_LINGER_MS), closes
+ *     everything and exits 0.  SIGTERM at rank R > 0 shuts down R's
  *     subtree the same way and R's parent sees it leave ("overlay.goodbye").
  *  7. Losing the parent (EOF or heartbeat timeout), or failing to
  *     authenticate to it, ends the broker with exit status 1.  Losing a
@@ -94,7 +98,10 @@ struct bootstrap;
 #define BROKER_AUTH_TIMEOUT_MS 5000     /* silent unauthenticated peers */
 #define BROKER_CONNECT_TIMEOUT_MS 60000 /* parent not up yet (hosts mode) */
 #define BROKER_CONNECT_RETRY_MS 250
-#define BROKER_SHUTDOWN_TIMEOUT_MS 5000     /* wait for children to leave */
+#define BROKER_SHUTDOWN_TIMEOUT_MS 5000 /* wait for children to leave */
+/* Wait for service holds (broker_shutdown_hold()): shorter than the above,
+ * so that a parent still listens when a stuck child gives up. */
+#define BROKER_SHUTDOWN_HOLD_MS 3000
 #define BROKER_LINGER_MS 1000               /* flush before a refusal close */
 #define BROKER_CLIENT_QUEUE_MAX (64u << 20) /* a client that reads nothing */
 #define BROKER_LOG_LINES 2000               /* broker.dmesg ring */
@@ -143,7 +150,8 @@ struct conn {
     uint64_t t_send;
     bool lingering; /* closing once its queue is flushed */
     uint64_t linger_deadline;
-    bool leaving; /* peer said goodbye: its EOF is no loss */
+    bool leaving;             /* peer said goodbye: its EOF is no loss */
+    uint64_t pending_refused; /* requests refused: too many pending */
     unsigned char nonce[BROKER_NONCE_SIZE]; /* challenge sent / our nonce */
     struct conn *next; /* b->conns_list, or b->zombies once dropped */
     struct conn *prev;
@@ -214,6 +222,7 @@ struct broker {
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_timer_t shutdown_timer;
+    uv_timer_t hold_timer;
     uv_timer_t linger_timer;
     uv_timer_t exit_timer;
     uv_check_t reaper;
@@ -221,6 +230,11 @@ struct broker {
 
     enum broker_state state;
     int exit_code;
+    /* Services still finishing their shutdown (broker_shutdown_hold()):
+     * the broker does not close its links until this drops to 0 or
+     * BROKER_SHUTDOWN_HOLD_MS has passed. */
+    unsigned shutdown_holds;
+    bool holds_expired; /* BROKER_SHUTDOWN_HOLD_MS passed: go anyway */
 };
 
 /* The table of compiled-in services (services.c), NULL-terminated. */

@@ -179,10 +179,16 @@ static void publish(broker_req_t *req, void *ctx)
                              b->rank);
         return;
     }
-    if (!valid_topic(topic) || (body && !json_is_object(body))) {
+    if (!valid_topic(topic)) {
         broker_respond_error(req, EINVAL,
-                             "broker.publish: invalid topic "
-                             "or body");
+                             "broker.publish: topic must be 1-%d printable "
+                             "characters without spaces",
+                             MSG_TOPIC_MAX);
+        return;
+    }
+    if (body && !json_is_object(body)) {
+        broker_respond_error(req, EINVAL,
+                             "broker.publish: 'body' must be an object");
         return;
     }
     for (const char *const *p = reserved_prefixes; *p; p++) {

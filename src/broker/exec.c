@@ -83,6 +83,7 @@ struct exec_ctx {
     broker_t *b;
     uint64_t next_id;
     bool shutting_down;
+    bool holding;       /* broker_shutdown_hold() until every proc finished */
     struct proc *procs; /* every proc not yet freed */
     /* libuv reads one stream at a time: alloc_cb then read_cb, and the
      * payload is copied by broker_respond(), so one buffer serves all. */
@@ -125,6 +126,29 @@ static void proc_close(struct proc *p)
     close_handle(p, (uv_handle_t *)&p->in);
     close_handle(p, (uv_handle_t *)&p->out);
     close_handle(p, (uv_handle_t *)&p->err);
+}
+
+/* Processes whose exit response has not been sent yet. */
+static unsigned live_count(const struct exec_ctx *ctx)
+{
+    unsigned n = 0;
+
+    for (const struct proc *p = ctx->procs; p; p = p->next)
+        if (!p->finished)
+            n++;
+    return n;
+}
+
+/* During shutdown the broker waits for the exit responses of the
+ * processes we killed: let it go once the last one is out. */
+static void shutdown_release_check(struct exec_ctx *ctx)
+{
+    if (ctx->holding && live_count(ctx) == 0) {
+        ctx->holding = false;
+        broker_log(ctx->b, LOG_LEVEL_DEBUG,
+                   "exec: every process reaped after shutdown");
+        broker_shutdown_release(ctx->b);
+    }
 }
 
 static struct proc *proc_lookup(struct exec_ctx *ctx, uint64_t id)
@@ -175,6 +199,7 @@ static void proc_check_done(struct proc *p)
     /* stdin may still have a write or shutdown pending: closing cancels
      * them (the process is gone, nobody would read the data). */
     proc_close(p);
+    shutdown_release_check(p->ctx);
 }
 
 /* --- process callbacks -------------------------------------------------- */
@@ -838,13 +863,28 @@ static void exec_disconnect(void *arg, uint64_t origin)
     }
 }
 
+/* Kill every process, and hold the broker's exit until each one has been
+ * reaped and its exit response sent (the client, or the broker that
+ * forwarded the request, wants the status rather than a lost link). */
 static void exec_shutdown(void *arg)
 {
     struct exec_ctx *ctx = arg;
+    unsigned n;
 
+    if (ctx->shutting_down)
+        return;
     ctx->shutting_down = true;
-    for (struct proc *p = ctx->procs; p; p = p->next)
-        (void)proc_kill_drain(p);
+    for (struct proc *p = ctx->procs; p; p = p->next) {
+        if (!p->finished && proc_kill_drain(p) < 0)
+            broker_log(ctx->b, LOG_LEVEL_WARNING, "exec: id %ju: kill: %s",
+                       (uintmax_t)p->id, strerror(errno));
+    }
+    if ((n = live_count(ctx)) > 0) {
+        broker_log(ctx->b, LOG_LEVEL_DEBUG,
+                   "exec: shutdown: waiting for %u killed processes", n);
+        ctx->holding = true;
+        broker_shutdown_hold(ctx->b);
+    }
 }
 
 static void exec_destroy(void *arg)
@@ -855,6 +895,11 @@ static void exec_destroy(void *arg)
 
     if (!ctx)
         return;
+    if (live_count(ctx) > 0)
+        broker_log(ctx->b, LOG_LEVEL_WARNING,
+                   "exec: %u processes not reaped at exit: killed, their "
+                   "clients get no exit status",
+                   live_count(ctx));
     /* Kill what is left (destroy may come without shutdown), drop every
      * request reference now (the broker frees its state after this), and
      * close the handles: the procs free themselves when the broker drains

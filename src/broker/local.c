@@ -45,32 +45,40 @@ static void accept_cb(uv_stream_t *server, int status)
     uv_os_fd_t fd;
     char name[96];
     struct conn *c;
+    int rc;
 
     if (status < 0) {
         broker_log(b, LOG_LEVEL_WARNING, "local accept: %s",
                    uv_strerror(status));
         return;
     }
-    if (!(pipe = malloc(sizeof(*pipe))))
-        return;
-    if (uv_pipe_init(&b->loop, pipe, 0) < 0) {
+    if (!(pipe = malloc(sizeof(*pipe))) ||
+        uv_pipe_init(&b->loop, pipe, 0) < 0) {
+        broker_log(b, LOG_LEVEL_WARNING, "local accept: out of memory");
         free(pipe);
         return;
     }
-    if (uv_accept(server, (uv_stream_t *)pipe) < 0 ||
-        uv_fileno((uv_handle_t *)pipe, &fd) < 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+    if ((rc = uv_accept(server, (uv_stream_t *)pipe)) < 0 ||
+        (rc = uv_fileno((uv_handle_t *)pipe, &fd)) < 0) {
+        broker_log(b, LOG_LEVEL_WARNING, "local accept: %s", uv_strerror(rc));
+        uv_close((uv_handle_t *)pipe, (uv_close_cb)free);
+        return;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         broker_log(b, LOG_LEVEL_WARNING,
-                   "local accept: cannot identify "
-                   "the client: %s",
+                   "local accept: cannot identify the client "
+                   "(SO_PEERCRED): %s",
                    strerror(errno));
         uv_close((uv_handle_t *)pipe, (uv_close_cb)free);
         return;
     }
     snprintf(name, sizeof(name), "uid %u pid %d", (unsigned)cred.uid,
              (int)cred.pid);
-    if (!(c = conn_create(b, CONN_CLIENT, (uv_stream_t *)pipe, name)))
+    if (!(c = conn_create(b, CONN_CLIENT, (uv_stream_t *)pipe, name))) {
+        broker_log(b, LOG_LEVEL_WARNING, "local accept: client %s: %s", name,
+                   strerror(errno));
         return;
+    }
     c->uid = (uint32_t)cred.uid;
     c->pid = (uint32_t)cred.pid;
     if (cred.uid != b->uid && cred.uid != 0) {

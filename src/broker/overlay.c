@@ -975,15 +975,19 @@ void overlay_stop_listening(broker_t *b)
 void overlay_close_all(broker_t *b)
 {
     struct overlay *ov = b->ov;
-    struct conn *c, *next;
+    struct conn *c;
 
     if (!ov)
         return;
     overlay_stop_listening(b);
-    for (c = b->conns_list; c; c = next) {
-        next = c->next;
-        if (c->kind != CONN_CLIENT && !c->lingering)
+    /* Dropping a link fails the requests routed through it, which may drop
+     * a client (or any other conn, 'next' included): rescan after each. */
+again:
+    for (c = b->conns_list; c; c = c->next) {
+        if (c->kind != CONN_CLIENT && !c->lingering) {
             conn_drop(c, 0, "shutdown");
+            goto again;
+        }
     }
     if (ov->connecting) {
         uv_close((uv_handle_t *)ov->connecting, (uv_close_cb)free);

@@ -12,6 +12,8 @@
 struct route {
     keymap_t *by_out;
     keymap_t *by_origin;
+    keymap_t *origin_count; /* (origin, 0) -> size_t: entries it owns */
+    size_t origin_max;
 };
 
 route_t *route_create(void)
@@ -20,8 +22,10 @@ route_t *route_create(void)
 
     if (!(rt = calloc(1, sizeof(*rt))))
         return NULL;
-    if (!(rt->by_out = keymap_create()) || !(rt->by_origin = keymap_create()))
+    if (!(rt->by_out = keymap_create()) || !(rt->by_origin = keymap_create()) ||
+        !(rt->origin_count = keymap_create()))
         goto error;
+    rt->origin_max = ROUTE_ORIGIN_PENDING_MAX;
     return rt;
 error:
     route_destroy(rt);
@@ -49,10 +53,51 @@ void route_destroy(route_t *rt)
             free(v);
         }
         keymap_destroy(rt->by_out);
+        if (rt->origin_count &&
+            keymap_values(rt->origin_count, (void ***)&v, &n) == 0) {
+            for (size_t i = 0; i < n; i++)
+                free(v[i]);
+            free(v);
+        }
+        keymap_destroy(rt->origin_count);
         keymap_destroy(rt->by_origin);
         free(rt);
     }
     errno = saved_errno;
+}
+
+void route_set_origin_max(route_t *rt, size_t max)
+{
+    rt->origin_max = max;
+}
+
+size_t route_count_origin(const route_t *rt, uint64_t origin_id)
+{
+    size_t *n = keymap_get(rt->origin_count, origin_id, 0);
+
+    return n ? *n : 0;
+}
+
+/* Count an entry for its origin (+1) or uncount it (-1).  -1 ENOMEM. */
+static int origin_count_add(route_t *rt, uint64_t origin_id, int delta)
+{
+    size_t *n = keymap_get(rt->origin_count, origin_id, 0);
+
+    if (delta > 0) {
+        if (!n) {
+            if (!(n = calloc(1, sizeof(*n))))
+                return -1;
+            if (keymap_put(rt->origin_count, origin_id, 0, n) < 0) {
+                free(n);
+                return -1;
+            }
+        }
+        (*n)++;
+    } else if (n && --*n == 0) {
+        keymap_remove(rt->origin_count, origin_id, 0);
+        free(n);
+    }
+    return 0;
 }
 
 uint32_t route_alloc_tag(const route_t *rt, uint64_t out_id, uint32_t *counter)
@@ -81,6 +126,10 @@ struct route_entry *route_add(route_t *rt,
         errno = EEXIST;
         return NULL;
     }
+    if (rt->origin_max && route_count_origin(rt, origin_id) >= rt->origin_max) {
+        errno = ENOSPC;
+        return NULL;
+    }
     if (!(e = calloc(1, sizeof(*e))) || !(e->topic = strdup(topic)))
         goto error;
     e->out_id = out_id;
@@ -95,9 +144,15 @@ struct route_entry *route_add(route_t *rt,
         keymap_remove(rt->by_out, out_id, out_tag);
         goto error;
     }
+    if (origin_count_add(rt, origin_id, 1) < 0) {
+        keymap_remove(rt->by_out, out_id, out_tag);
+        keymap_remove(rt->by_origin, origin_id, origin_tag);
+        goto error;
+    }
     return e;
 error:
     entry_free(e);
+    errno = ENOMEM;
     return NULL;
 }
 
@@ -121,6 +176,7 @@ void route_remove(route_t *rt, struct route_entry *e)
         return;
     keymap_remove(rt->by_out, e->out_id, e->out_tag);
     keymap_remove(rt->by_origin, e->origin_id, e->origin_tag);
+    origin_count_add(rt, e->origin_id, -1);
     entry_free(e);
 }
 

@@ -43,6 +43,11 @@ struct route_entry {
 
 typedef struct route route_t;
 
+/* Requests one connection (a client, or a peer broker forwarding for many
+ * clients) may have pending through this broker at once: each costs an
+ * entry, and a peer must not be able to grow the table without bound. */
+#define ROUTE_ORIGIN_PENDING_MAX (256u * 1024)
+
 route_t *route_create(void);
 void route_destroy(route_t *rt); /* accepts NULL, leaves errno alone */
 
@@ -51,8 +56,15 @@ void route_destroy(route_t *rt); /* accepts NULL, leaves errno alone */
  * pending on that connection. */
 uint32_t route_alloc_tag(const route_t *rt, uint64_t out_id, uint32_t *counter);
 
+/* Change the limit of pending entries per origin (0: none). */
+void route_set_origin_max(route_t *rt, size_t max);
+
+/* Entries whose origin is 'origin_id'. */
+size_t route_count_origin(const route_t *rt, uint64_t origin_id);
+
 /* Record a forwarded request.  Returns the entry (owned by the table), or
- * NULL with errno EEXIST (either key already present) or ENOMEM. */
+ * NULL with errno EEXIST (either key already present), ENOSPC (the origin
+ * has ROUTE_ORIGIN_PENDING_MAX entries already) or ENOMEM. */
 struct route_entry *route_add(route_t *rt,
                               uint64_t out_id,
                               uint32_t out_tag,

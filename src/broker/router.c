@@ -221,6 +221,8 @@ static void forward_request(broker_t *b,
     uint64_t origin = from ? from->id : 0;
     uint32_t origin_tag = msg->matchtag;
     struct route_entry *re = NULL;
+    char text[MSG_TOPIC_MAX + 256];
+    int e;
 
     msg->matchtag = route_alloc_tag(b->route, link->id, &link->next_tag);
     if (wants_response(msg)) {
@@ -228,18 +230,45 @@ static void forward_request(broker_t *b,
                        msg->rank, (msg->flags & MSG_FLAG_STREAMING) != 0,
                        msg->topic);
         if (!re) {
+            e = errno;
             msg->matchtag = origin_tag;
-            send_error(b, origin, msg, errno == EEXIST ? EBUSY : errno,
-                       errno == EEXIST ? "matchtag already in use"
-                                       : "out of memory");
+            if (e == EEXIST) {
+                e = EBUSY;
+                snprintf(text, sizeof(text),
+                         "rank %u: %s to rank %u: matchtag %u is already "
+                         "in use by a pending request",
+                         b->rank, msg->topic, msg->rank, origin_tag);
+            } else if (e == ENOSPC && from) {
+                e = ENOBUFS;
+                snprintf(text, sizeof(text),
+                         "rank %u: %s to rank %u refused: %s has %zu "
+                         "requests pending (limit %u)",
+                         b->rank, msg->topic, msg->rank, from->name,
+                         route_count_origin(b->route, origin),
+                         ROUTE_ORIGIN_PENDING_MAX);
+                /* Log the first refusal, then every power of two. */
+                from->pending_refused++;
+                if ((from->pending_refused & (from->pending_refused - 1)) == 0)
+                    broker_log(b, LOG_LEVEL_WARNING,
+                               "%s: too many pending requests (limit %u): "
+                               "%ju refused so far",
+                               from->name, ROUTE_ORIGIN_PENDING_MAX,
+                               (uintmax_t)from->pending_refused);
+            } else
+                snprintf(text, sizeof(text), "rank %u: %s to rank %u: %s",
+                         b->rank, msg->topic, msg->rank, strerror(e));
+            send_error(b, origin, msg, e, text);
             return;
         }
     }
     if (conn_send(link, msg) < 0) {
-        int e = errno;
+        e = errno;
         route_remove(b->route, re);
         msg->matchtag = origin_tag;
-        send_error(b, origin, msg, EHOSTUNREACH, strerror(e));
+        snprintf(text, sizeof(text),
+                 "rank %u: cannot forward %s to rank %u via %s: %s", b->rank,
+                 msg->topic, msg->rank, link->name, strerror(e));
+        send_error(b, origin, msg, EHOSTUNREACH, text);
     }
 }
 
@@ -460,12 +489,23 @@ static void cancel_downstream(broker_t *b, const struct route_entry *re)
     msg_decref(msg);
 }
 
+/* Fail a request pending on link 'c', which went away ('why': "shut
+ * down", "lost: REASON"), naming the target if it lay beyond 'c'. */
 static void fail_routed(broker_t *b,
                         const struct route_entry *re,
-                        const char *text)
+                        const struct conn *c,
+                        const char *why)
 {
+    char text[512];
     msg_t *msg;
 
+    if (c->kind != CONN_CHILD && c->kind != CONN_PARENT)
+        snprintf(text, sizeof(text), "%s: %s", c->name, why);
+    else if (re->target == c->rank)
+        snprintf(text, sizeof(text), "rank %u %s", c->rank, why);
+    else
+        snprintf(text, sizeof(text), "rank %u unreachable: rank %u %s",
+                 re->target, c->rank, why);
     if (!(msg = msg_create(MSG_RESPONSE, re->topic, NULL, NULL, 0)))
         return;
     json_decref(msg->body);
@@ -491,11 +531,11 @@ void broker_conn_cleanup(broker_t *b, struct conn *c, const char *reason)
 
     if ((c->kind == CONN_CHILD || c->kind == CONN_PARENT) &&
         (c->leaving || b->state >= BROKER_SHUTDOWN))
-        snprintf(text, sizeof(text), "rank %u shut down", c->rank);
+        snprintf(text, sizeof(text), "shut down");
     else if (c->kind == CONN_CHILD || c->kind == CONN_PARENT)
-        snprintf(text, sizeof(text), "rank %u lost: %s", c->rank, reason);
+        snprintf(text, sizeof(text), "lost: %s", reason);
     else
-        snprintf(text, sizeof(text), "%s: %s", c->name, reason);
+        snprintf(text, sizeof(text), "%s", reason);
     /* Collect keys first and look each entry up again before use: sending
      * may drop another connection, whose own cleanup removes entries. */
     if (route_count(b->route) > 0 && route_entries(b->route, &v, &n) == 0) {
@@ -515,7 +555,7 @@ void broker_conn_cleanup(broker_t *b, struct conn *c, const char *reason)
         if (!re)
             continue;
         if (re->out_id == c->id)
-            fail_routed(b, re, text);
+            fail_routed(b, re, c, text);
         else
             cancel_downstream(b, re);
         if ((re = route_by_out(b->route, keys[i].id, keys[i].tag)))

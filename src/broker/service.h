@@ -13,6 +13,11 @@
  *     requests goes away, so the service can drop what it holds for it;
  *  5. calls def->shutdown(ctx) when the broker begins to shut down (stop
  *     processes, end streams), and def->destroy(ctx) just before exit.
+ *     A service that needs the loop to finish (e.g. to reap the processes
+ *     it killed and send their final responses) calls
+ *     broker_shutdown_hold() from shutdown() and broker_shutdown_release()
+ *     when done; the broker keeps its links open meanwhile, for at most
+ *     a few seconds (then it logs and exits anyway, and destroy() runs).
  *
  * Handlers have one shape: decode -> validate -> act -> respond, with one
  * error: label that calls broker_respond_error().
@@ -97,5 +102,12 @@ const char *broker_local_uri(const broker_t *b);
 
 void broker_log(broker_t *b, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Delay the broker's exit during shutdown until the matching release:
+ * holds count, and the broker finishes once none is left (and its
+ * children have gone), or after a bounded wait.  A release after the
+ * broker gave up waiting, or outside a shutdown, is harmless. */
+void broker_shutdown_hold(broker_t *b);
+void broker_shutdown_release(broker_t *b);
 
 #endif /* !EDDY_BROKER_SERVICE_H */

@@ -564,6 +564,13 @@ size_t msg_decoder_pending(const msg_decoder_t *d)
     return d->hdr_have + d->meta_have + d->payload_have;
 }
 
+size_t msg_decoder_frame_size(const msg_decoder_t *d)
+{
+    if (!d || d->failed || d->hdr_have < MSG_HEADER_SIZE)
+        return 0;
+    return frame_size(&d->hdr);
+}
+
 /* Enter the failed state, remembering errno and the message so that later
  * feeds report the same error. */
 static int decoder_fail(msg_decoder_t *d, eddy_error_t *err)

@@ -136,6 +136,10 @@ int msg_decoder_feed(msg_decoder_t *d,
 void msg_decoder_set_max_frame(msg_decoder_t *d, size_t max_frame);
 /* Bytes of an incomplete frame currently buffered. */
 size_t msg_decoder_pending(const msg_decoder_t *d);
+/* Total size of the incomplete frame being buffered, once its header is
+ * complete (0 before that, or between frames): with pending(), says how
+ * much of a frame a peer sent before hanging up. */
+size_t msg_decoder_frame_size(const msg_decoder_t *d);
 
 /* One line describing a message, for EDDY_TRACE and logs:
  * "request topic=broker.ping tag=3 rank=5 flags=0x1 body=27 payload=0". */

@@ -107,6 +107,27 @@ static void on_msg(msg_t *msg, void *arg)
     c->recv_cb(c, msg, c->arg);
 }
 
+/* The peer hung up: cleanly between frames, or in the middle of one,
+ * which is a protocol error (a crashed or misbehaving peer) and says how
+ * far it got. */
+static void eof(msgconn_t *c)
+{
+    size_t have = msg_decoder_pending(c->decoder);
+    size_t total = msg_decoder_frame_size(c->decoder);
+
+    if (have == 0)
+        conn_fail(c, ECONNRESET, "connection closed by peer");
+    else if (total == 0)
+        conn_fail(c, EPROTO,
+                  "connection closed mid-frame (%zu of %d header bytes "
+                  "received)",
+                  have, MSG_HEADER_SIZE);
+    else
+        conn_fail(c, EPROTO,
+                  "connection closed mid-frame (%zu of %zu bytes received)",
+                  have, total);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     msgconn_t *c = s->data;
@@ -119,7 +140,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                              &err) < 0)
             conn_fail(c, errno, "protocol error: %s", err.text);
     } else if (nread == UV_EOF)
-        conn_fail(c, ECONNRESET, "connection closed by peer");
+        eof(c);
     else if (nread < 0)
         conn_fail(c, (int)-nread, "read error: %s", uv_strerror((int)nread));
 }

@@ -141,7 +141,7 @@ static int upstream(void)
     eddy_t *h = open_or_die();
     eddy_future_t *f =
         eddy_rpc(h, "broker.info", EDDY_RANK_UPSTREAM, 0, NULL, NULL, 0);
-    int rank;
+    int rank = -1;
     if (!f || eddy_rpc_get_unpack(f, "{s:i}", "rank", &rank) < 0)
         die_future("upstream", f);
     printf("upstream of %u is %d\n", eddy_get_rank(h), rank);

@@ -230,6 +230,52 @@ static void test_resolve_lost(void **state)
     assert_int_equal(route_resolve(&t, &target, &err), 1);
 }
 
+/* One origin cannot grow the pending table without bound: past the
+ * limit it is refused with ENOSPC while other origins still get in, and
+ * room comes back as its entries go. */
+static void test_route_origin_limit(void **state)
+{
+    route_t *rt = route_create();
+    struct route_entry *e[4];
+    uint32_t counter = 0;
+
+    assert_non_null(rt);
+    route_set_origin_max(rt, 3);
+    for (int i = 0; i < 3; i++) {
+        e[i] = route_add(rt, 10, route_alloc_tag(rt, 10, &counter), 20,
+                         (uint32_t)i + 1, 5, false, "svc.x");
+        assert_non_null(e[i]);
+    }
+    assert_int_equal(route_count_origin(rt, 20), 3);
+    errno = 0;
+    assert_null(route_add(rt, 10, route_alloc_tag(rt, 10, &counter), 20, 99, 5,
+                          false, "svc.x"));
+    assert_int_equal(errno, ENOSPC);
+    assert_int_equal(route_count(rt), 3);
+    assert_null(route_by_origin(rt, 20, 99));
+
+    e[3] = route_add(rt, 10, route_alloc_tag(rt, 10, &counter), 21, 1, 5, false,
+                     "svc.x");
+    assert_non_null(e[3]);
+    assert_int_equal(route_count_origin(rt, 21), 1);
+
+    route_remove(rt, e[0]);
+    assert_int_equal(route_count_origin(rt, 20), 2);
+    e[0] = route_add(rt, 10, route_alloc_tag(rt, 10, &counter), 20, 99, 5,
+                     false, "svc.x");
+    assert_non_null(e[0]);
+    for (int i = 0; i < 4; i++)
+        route_remove(rt, e[i]);
+    assert_int_equal(route_count_origin(rt, 20), 0);
+    assert_int_equal(route_count_origin(rt, 21), 0);
+    assert_int_equal(route_count(rt), 0);
+
+    /* the default limit is the named one; entries left are freed */
+    route_set_origin_max(rt, ROUTE_ORIGIN_PENDING_MAX);
+    assert_non_null(route_add(rt, 10, 1, 20, 1, 5, true, "svc.y"));
+    route_destroy(rt);
+}
+
 int main(void)
 {
     const char *scale = getenv("EDDY_TEST_TIMEOUT_SCALE");
@@ -237,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_keymap_basic),
         cmocka_unit_test(test_keymap_grow),
         cmocka_unit_test(test_route_table),
+        cmocka_unit_test(test_route_origin_limit),
         cmocka_unit_test(test_route_alloc_tag),
         cmocka_unit_test(test_route_ends),
         cmocka_unit_test(test_resolve),

@@ -36,6 +36,10 @@ struct resp {
 struct broker {
     uv_loop_t loop;
     uint32_t rank;
+    int holds;    /* broker_shutdown_hold() calls not released yet */
+    int releases; /* broker_shutdown_release() calls */
+    /* requests that must have ended when the last hold is released */
+    broker_req_t *must_end[4];
 };
 
 struct broker_req {
@@ -172,6 +176,21 @@ struct uv_loop_s *broker_loop(broker_t *b)
 const char *broker_local_uri(const broker_t *b)
 {
     return "local:///tmp/fake/local-3";
+}
+
+void broker_shutdown_hold(broker_t *b)
+{
+    b->holds++;
+}
+
+void broker_shutdown_release(broker_t *b)
+{
+    assert_true(b->holds > 0);
+    b->holds--;
+    b->releases++;
+    /* the hold covers the exit responses: they are all out by now */
+    for (size_t i = 0; i < sizeof(b->must_end) / sizeof(b->must_end[0]); i++)
+        assert_true(!b->must_end[i] || b->must_end[i]->ended);
 }
 
 void broker_log(broker_t *b, int level, const char *fmt, ...)
@@ -320,6 +339,8 @@ static int setup(void **state)
 {
     assert_int_equal(uv_loop_init(&fake.loop), 0);
     fake.rank = 3;
+    fake.holds = fake.releases = 0;
+    memset(fake.must_end, 0, sizeof(fake.must_end));
     assert_int_equal(exec_service.init(&fake, &ctx), 0);
     return 0;
 }
@@ -640,6 +661,66 @@ static void test_shutdown_refuses(void **state)
     broker_req_decref(a);
 }
 
+/* Run the loop until the service released its shutdown hold (10 s). */
+static void wait_released(void)
+{
+    uv_timer_t timer;
+    bool expired = false;
+    const char *scale = getenv("EDDY_TEST_TIMEOUT_SCALE");
+
+    uv_timer_init(&fake.loop, &timer);
+    timer.data = &expired;
+    uv_timer_start(&timer, on_timeout,
+                   10000 * (uint64_t)(scale ? atoi(scale) : 1), 0);
+    while (fake.holds > 0 && !expired)
+        uv_run(&fake.loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&timer, NULL);
+    uv_run(&fake.loop, UV_RUN_NOWAIT);
+    assert_false(expired);
+}
+
+static void test_shutdown_holds_until_reaped(void **state)
+{
+    /* one plain process, one whose output is paused on a full window
+     * (shutdown must drain it), one already finished */
+    broker_req_t *a = run("{\"cmd\":[\"sleep\",\"30\"],\"stdin\":true}");
+    broker_req_t *b = run("{\"cmd\":[\"sh\",\"-c\","
+                          "\"while :; do echo xxxxxxxxxxxxxxxx; done\"],"
+                          "\"window\":4096}");
+    broker_req_t *c = run("{\"cmd\":[\"true\"]}");
+
+    wait_ended(c);
+    /* let b fill its window */
+    for (int i = 0; i < 20 && b->nresp < 3; i++)
+        uv_run(&fake.loop, UV_RUN_NOWAIT);
+    fake.must_end[0] = a;
+    fake.must_end[1] = b;
+    exec_service.shutdown(ctx);
+    assert_int_equal(fake.holds, 1);
+    assert_false(a->ended);
+    exec_service.shutdown(ctx); /* a second call holds nothing more */
+    assert_int_equal(fake.holds, 1);
+    wait_released();
+    assert_int_equal(fake.releases, 1);
+    assert_int_equal(exit_status(a), 128 + SIGKILL);
+    assert_int_equal(exit_status(b), 128 + SIGKILL);
+    assert_int_equal(exit_status(c), 0);
+    broker_req_decref(a);
+    broker_req_decref(b);
+    broker_req_decref(c);
+}
+
+static void test_shutdown_idle_no_hold(void **state)
+{
+    broker_req_t *a = run("{\"cmd\":[\"true\"]}");
+
+    wait_ended(a);
+    exec_service.shutdown(ctx);
+    assert_int_equal(fake.holds, 0);
+    assert_int_equal(fake.releases, 0);
+    broker_req_decref(a);
+}
+
 static void test_destroy_with_pending_write(void **state)
 {
     /* a process that never reads, with more stdin queued than the
@@ -780,6 +861,8 @@ int main(void)
         T(test_disconnect),
         T(test_background_holds_stream),
         T(test_shutdown_refuses),
+        T(test_shutdown_holds_until_reaped),
+        T(test_shutdown_idle_no_hold),
         T(test_destroy_with_pending_write),
         T(test_deferred_write_answered),
         T(test_window_credit),

@@ -461,6 +461,7 @@ static void test_decoder_oversize(void **state)
         msg_decoder_feed(d, buf, MSG_HEADER_SIZE - 1, count_cb, &count, &err),
         0);
     assert_int_equal(msg_decoder_pending(d), MSG_HEADER_SIZE - 1);
+    assert_int_equal(msg_decoder_frame_size(d), 0); /* header incomplete */
     errno = 0;
     assert_int_equal(msg_decoder_feed(d, buf + MSG_HEADER_SIZE - 1, 1, count_cb,
                                       &count, &err),
@@ -683,6 +684,7 @@ static void test_decoder_args(void **state)
     assert_int_equal(errno, EINVAL);
     assert_int_equal(msg_decoder_feed(d, NULL, 0, count_cb, &count, NULL), 0);
     assert_int_equal(msg_decoder_pending(NULL), 0);
+    assert_int_equal(msg_decoder_frame_size(NULL), 0);
     errno = 42;
     msg_decoder_destroy(d);
     msg_decoder_destroy(NULL);

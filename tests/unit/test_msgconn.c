@@ -226,6 +226,69 @@ static void test_peer_close(void **state)
     assert_int_equal(s.closed, 1);
 }
 
+static void count_recv(msgconn_t *c, msg_t *msg, void *arg)
+{
+    struct side *s = arg;
+
+    s->received++;
+    msg_decref(msg);
+}
+
+/* The peer hangs up after 'cut' bytes of a frame (cut < 0: that many
+ * bytes short of its end): a distinct protocol error that says how far
+ * it got. */
+static void check_mid_frame_eof(long cut)
+{
+    int fds[2];
+    struct side s = {.destroy_in_close = 1};
+    uint8_t payload[100] = {0};
+    msg_t *first = numbered_msg(1);
+    msg_t *m =
+        msg_create(MSG_REQUEST, "svc.topic", NULL, payload, sizeof(payload));
+    void *buf, *buf0;
+    size_t len, len0, n;
+    char want[128];
+
+    assert_non_null(m);
+    assert_int_equal(msg_encode(first, &buf0, &len0), 0);
+    assert_int_equal(msg_encode(m, &buf, &len), 0);
+    n = cut < 0 ? len - (size_t)-cut : (size_t)cut;
+    assert_true(n > 0 && n < len);
+    if (n < MSG_HEADER_SIZE)
+        snprintf(want, sizeof(want),
+                 "connection closed mid-frame (%zu of 28 header bytes "
+                 "received)",
+                 n);
+    else
+        snprintf(want, sizeof(want),
+                 "connection closed mid-frame (%zu of %zu bytes received)", n,
+                 len);
+    make_pair(fds);
+    s.c = wrap_fd(fds[0], count_recv, record_close, &s);
+    /* a whole frame first: it is delivered, the half one is not */
+    assert_int_equal(write(fds[1], buf0, len0), (ssize_t)len0);
+    assert_int_equal(write(fds[1], buf, n), (ssize_t)n);
+    close(fds[1]);
+    run_loop();
+    assert_int_equal(s.received, 1);
+    assert_int_equal(s.closed, 1);
+    assert_int_equal(s.close_errnum, EPROTO);
+    assert_string_equal(s.close_reason, want);
+    free(buf);
+    free(buf0);
+    msg_decref(m);
+    msg_decref(first);
+}
+
+static void test_eof_mid_frame(void **state)
+{
+    check_mid_frame_eof(10);
+    check_mid_frame_eof(1);
+    check_mid_frame_eof(MSG_HEADER_SIZE);
+    check_mid_frame_eof(-60); /* in the payload */
+    check_mid_frame_eof(-1);
+}
+
 static void destroy_recv(msgconn_t *c, msg_t *msg, void *arg)
 {
     struct side *s = arg;
@@ -375,6 +438,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eof_mid_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_in_recv, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_in_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trace_and_accessors, setup,
