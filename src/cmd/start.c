@@ -473,14 +473,23 @@ static void shutdown_instance(struct start *st, bool *clean)
 
     reap_nohang(st);
     snprintf(uri, sizeof(uri), "local://%s/local-0", st->rundir);
-    if (st->first_rank == 0 && st->nprocs > 0 && !st->procs[0].reaped &&
-        (h = eddy_open(uri, 0, &err))) {
-        f = eddy_rpc(h, "broker.shutdown", 0, 0, NULL, NULL, 0);
-        if (f && eddy_future_wait_for(f, 5.0) == 0 &&
-            eddy_rpc_get(f, NULL) == 0)
+    if (st->first_rank == 0 && st->nprocs > 0 && !st->procs[0].reaped) {
+        if ((h = eddy_open(uri, 0, &err))) {
+            f = eddy_rpc(h, "broker.shutdown", 0, 0, NULL, NULL, 0);
+            if (f && eddy_future_wait_for(f, 5.0) == 0 &&
+                eddy_rpc_get(f, NULL) == 0)
+                asked = true;
+            eddy_future_destroy(f);
+            eddy_close(h);
+        } else if (errno == ENOENT || errno == ECONNREFUSED) {
+            /* Rank 0 removes its socket when it begins to shut down
+             * (e.g. the command ran `eddy shutdown`): just wait. */
             asked = true;
-        eddy_future_destroy(f);
-        eddy_close(h);
+        }
+    } else if (st->first_rank == 0 && st->nprocs > 0) {
+        /* Rank 0 has exited already: the others follow its shutdown
+         * event, or lose their parent, and exit by themselves. */
+        asked = true;
     }
     if (!asked) {
         if (st->first_rank == 0)

@@ -66,6 +66,7 @@ start_stop() {
     # The instance is gone, so eddy start stops the command (SIGTERM).
     [ "$status" -eq 143 ]
     [[ "$output" == *"instance shut down while the command was running"* ]]
+    [[ "$output" != *"did not take the shutdown request"* ]]
 }
 
 @test "brokers log their startup, shown by eddy dmesg" {
