@@ -4,6 +4,7 @@
 
 #include "bootstrap.h"
 #include "broker.h"
+#include "src/common/stdfds.h"
 
 int main(int argc, char **argv)
 {
@@ -13,8 +14,13 @@ int main(int argc, char **argv)
     eddy_error_t err = {{0}};
     int status = 1;
 
-    /* A peer that hangs up must not kill us with SIGPIPE. */
+    /* A peer that hangs up must not kill us with SIGPIPE, and a closed
+     * stdin/stdout must not be reused for a socket. */
     signal(SIGPIPE, SIG_IGN);
+    if (stdfds_sanitize() < 0) {
+        perror("eddy-broker: /dev/null");
+        return 1;
+    }
 
     /* 1. read the command line */
     if (broker_parse_args(argc, argv, &opts) < 0)
