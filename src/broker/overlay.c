@@ -103,15 +103,15 @@ static int hex_decode(const char *hex, unsigned char *bin, size_t binlen)
     return 0;
 }
 
-/* crypto_auth over prefix | nonce | optional decimal rank. */
-static void make_mac(const broker_t *b,
-                     const char *prefix,
-                     const unsigned char *nonce,
-                     uint32_t rank,
-                     bool with_rank,
-                     unsigned char mac[crypto_auth_BYTES])
+/* What the MACs cover: prefix | nonce | optional decimal rank.  The prefix
+ * differs by direction, so a parent's answer can never pass as a child's. */
+static size_t mac_input(unsigned char *buf,
+                        size_t size,
+                        const char *prefix,
+                        const unsigned char *nonce,
+                        uint32_t rank,
+                        bool with_rank)
 {
-    unsigned char buf[64 + BROKER_NONCE_SIZE];
     size_t plen = strlen(prefix);
     size_t len = 0;
 
@@ -120,8 +120,20 @@ static void make_mac(const broker_t *b,
     memcpy(buf + len, nonce, BROKER_NONCE_SIZE);
     len += BROKER_NONCE_SIZE;
     if (with_rank)
-        len +=
-            (size_t)snprintf((char *)buf + len, sizeof(buf) - len, "%u", rank);
+        len += (size_t)snprintf((char *)buf + len, size - len, "%u", rank);
+    return len;
+}
+
+static void make_mac(const broker_t *b,
+                     const char *prefix,
+                     const unsigned char *nonce,
+                     uint32_t rank,
+                     bool with_rank,
+                     unsigned char mac[crypto_auth_BYTES])
+{
+    unsigned char buf[64 + BROKER_NONCE_SIZE];
+    size_t len = mac_input(buf, sizeof(buf), prefix, nonce, rank, with_rank);
+
     crypto_auth(mac, buf, len, b->key);
 }
 
@@ -133,16 +145,8 @@ static bool check_mac(const broker_t *b,
                       const unsigned char *mac)
 {
     unsigned char buf[64 + BROKER_NONCE_SIZE];
-    size_t plen = strlen(prefix);
-    size_t len = 0;
+    size_t len = mac_input(buf, sizeof(buf), prefix, nonce, rank, with_rank);
 
-    memcpy(buf, prefix, plen);
-    len += plen;
-    memcpy(buf + len, nonce, BROKER_NONCE_SIZE);
-    len += BROKER_NONCE_SIZE;
-    if (with_rank)
-        len +=
-            (size_t)snprintf((char *)buf + len, sizeof(buf) - len, "%u", rank);
     return crypto_auth_verify(mac, buf, len, b->key) == 0;
 }
 

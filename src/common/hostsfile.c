@@ -14,6 +14,7 @@
 
 #include "errprintf.h"
 #include "hostsfile.h"
+#include "quote.h"
 
 /* How much of an untrusted token we quote in an error message. */
 #define QUOTE_MAX 40
@@ -70,21 +71,9 @@ static void parser_release(struct parser *ps)
     free(ps->entries);
 }
 
-/* Copy a token for an error message: bounded, unprintables replaced. */
 static const char *quote(char *out, size_t outsz, const char *p, size_t len)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < len && n + 4 < outsz; i++) {
-        if (i == QUOTE_MAX) {
-            memcpy(out + n, "...", 3);
-            n += 3;
-            break;
-        }
-        out[n++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
-    }
-    out[n] = '\0';
-    return out;
+    return quote_token(out, outsz, p, len, QUOTE_MAX);
 }
 
 static bool is_digit(char c)

@@ -11,6 +11,7 @@
 
 #include "errprintf.h"
 #include "idset.h"
+#include "quote.h"
 
 #define WORD_BITS 64u
 #define MAX_WORDS (IDSET_ID_MAX / WORD_BITS)
@@ -218,22 +219,9 @@ nomem:
     return NULL;
 }
 
-/* Copy at most QUOTE_MAX bytes of [p, p+len) into 'out' for an error
- * message, replacing unprintable bytes and marking truncation. */
 static const char *quote(char *out, size_t outsz, const char *p, size_t len)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < len && n + 4 < outsz; i++) {
-        if (i == QUOTE_MAX) {
-            memcpy(out + n, "...", 3);
-            n += 3;
-            break;
-        }
-        out[n++] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
-    }
-    out[n] = '\0';
-    return out;
+    return quote_token(out, outsz, p, len, QUOTE_MAX);
 }
 
 /* Parse a decimal number of 1+ digits from [p, end).  Values past
