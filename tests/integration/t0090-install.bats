@@ -47,8 +47,13 @@ int main(void)
     return 0;
 }
 EOF
-    run env PKG_CONFIG_PATH="$pcdir" sh -c \
-        'cc -o "$0/prog" "$0/prog.c" $(pkg-config --cflags --libs eddy) \
+    # A sanitized libeddy needs the program built with the same runtime.
+    local san=""
+    if grep -q '^EDDY_ASAN:BOOL=ON' "$EDDY_BUILD_DIR/CMakeCache.txt"; then
+        san="-fsanitize=address,undefined"
+    fi
+    run env PKG_CONFIG_PATH="$pcdir" SAN="$san" sh -c \
+        'cc $SAN -o "$0/prog" "$0/prog.c" $(pkg-config --cflags --libs eddy) \
             -Wl,-rpath,$(pkg-config --variable=libdir eddy)' "$PREFIX_DIR"
     echo "$output"
     [ "$status" -eq 0 ]
