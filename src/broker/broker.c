@@ -2,6 +2,7 @@
  * logging, signals and the shutdown sequence (see broker.h).
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -34,6 +35,7 @@ enum {
     OPT_HEARTBEAT_TIMEOUT,
     OPT_LOG_LEVEL,
     OPT_HOSTNAME,
+    OPT_CORES,
     OPT_HELP,
 };
 
@@ -52,6 +54,7 @@ static const struct option longopts[] = {
     {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT_TIMEOUT},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"hostname", required_argument, NULL, OPT_HOSTNAME},
+    {"cores", required_argument, NULL, OPT_CORES},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -61,7 +64,7 @@ static const char usage[] =
     "                   [--key=FILE] [--listen-fd=FD | --listen=ADDR:PORT]\n"
     "                   [--parent=ADDR:PORT] [--hosts=FILE] [--ready-fd=FD]\n"
     "                   [--heartbeat=SECONDS] [--heartbeat-timeout=SECONDS]\n"
-    "                   [--log-level=N] [--hostname=NAME]\n"
+    "                   [--log-level=N] [--hostname=NAME] [--cores=N]\n"
     "Normally started by 'eddy start'.\n";
 
 static int parse_long(
@@ -171,6 +174,10 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
             break;
         case OPT_HOSTNAME:
             o->hostname = optarg;
+            break;
+        case OPT_CORES:
+            if (parse_long("cores", optarg, 1, 1 << 16, &o->cores) < 0)
+                return -1;
             break;
         case OPT_HELP:
             fputs(usage, stdout);
@@ -621,6 +628,19 @@ static FILE *open_log(const char *path, eddy_error_t *err)
     return f;
 }
 
+/* The cores this process may run on: the affinity mask, so a broker
+ * started inside a cgroup or cpuset offers only what it was given. */
+static uint32_t detect_cores(void)
+{
+    cpu_set_t set;
+    long n;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (uint32_t)CPU_COUNT(&set);
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (uint32_t)n : 1;
+}
+
 broker_t *broker_create(const struct broker_opts *o,
                         const struct bootstrap *bs,
                         eddy_error_t *err)
@@ -643,6 +663,7 @@ broker_t *broker_create(const struct broker_opts *o,
     b->size = bs->size;
     b->fanout = bs->fanout;
     b->uid = getuid();
+    b->ncores = o->cores > 0 ? (uint32_t)o->cores : detect_cores();
     b->t_start_ns = uv_hrtime();
     if (uv_loop_init(&b->loop) < 0) {
         free(b);

@@ -7,7 +7,7 @@
  *               [--listen-fd=FD | --listen=ADDR:PORT] [--parent=ADDR:PORT]
  *               [--hosts=FILE] [--ready-fd=FD] [--heartbeat=SECONDS]
  *               [--heartbeat-timeout=SECONDS] [--log-level=N]
- *               [--hostname=NAME]
+ *               [--hostname=NAME] [--cores=N]
  *
  *   --rank, --size   place in the instance (--size may come from --hosts)
  *   --fanout         tree fanout (default 2)
@@ -125,6 +125,7 @@ struct broker_opts {
     double heartbeat_timeout;
     int log_level;
     const char *hostname;
+    long cores; /* 0: detect from the CPU affinity mask */
 };
 
 enum conn_kind {
@@ -192,6 +193,7 @@ struct broker {
     uint32_t size;
     uint32_t fanout;
     char *hostname;
+    uint32_t ncores; /* cores this broker offers to jobs */
     char *rundir;
     char *local_path;
     char *local_uri;

@@ -52,7 +52,7 @@ static void info(broker_req_t *req, void *ctx)
                               json_integer(topo_child(b->rank, b->fanout, i)));
     listen = overlay_listen_addr(b);
     body =
-        json_pack("{s:I s:I s:I s:s s:o s:o s:f s:I s:s s:o}", "rank",
+        json_pack("{s:I s:I s:I s:s s:o s:o s:f s:I s:s s:o s:I}", "rank",
                   (json_int_t)b->rank, "size", (json_int_t)b->size, "fanout",
                   (json_int_t)b->fanout, "hostname", b->hostname, "parent",
                   b->rank == 0 ? json_null()
@@ -60,7 +60,8 @@ static void info(broker_req_t *req, void *ctx)
                   "children", children, "uptime",
                   (double)(uv_hrtime() - b->t_start_ns) / 1e9, "pid",
                   (json_int_t)getpid(), "version", EDDY_VERSION_STRING,
-                  "listen", listen ? json_string(listen) : json_null());
+                  "listen", listen ? json_string(listen) : json_null(), "cores",
+                  (json_int_t)b->ncores);
     children = NULL; /* stolen by "o", even on failure */
     if (!body)
         goto nomem;

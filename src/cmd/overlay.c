@@ -9,11 +9,15 @@
 
 static const char *const usage_text =
     "Usage: eddy overlay status [--json]\n"
+    "       eddy overlay info [-r RANK] [--json]\n"
     "\n"
-    "Show the tree of brokers as rank 0 sees it: each rank with its\n"
-    "hostname and state (up, connecting, lost), then the lost ranks.\n"
+    "status: show the tree of brokers as rank 0 sees it: each rank with\n"
+    "its hostname and state (up, connecting, lost), then the lost ranks.\n"
+    "info: show one broker (default: the one EDDY_URI names): rank,\n"
+    "hostname, cores offered to jobs, parent, children, uptime, pid.\n"
     "\n"
-    "  -j, --json   print rank 0's answer as JSON\n";
+    "  -r, --rank=RANK  the broker to ask (info)\n"
+    "  -j, --json       print the broker's answer as JSON\n";
 
 struct node {
     json_int_t parent;
@@ -121,18 +125,100 @@ done:
     return 0;
 }
 
+static int overlay_info(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"rank", required_argument, NULL, 'r'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json_out = false;
+    uint32_t rank = EDDY_RANK_ANY;
+    unsigned long v;
+    char *end;
+    int c;
+    eddy_t *h;
+    eddy_future_t *f;
+    const char *body, *host, *version;
+    json_int_t r, size, cores, pid;
+    double uptime;
+    json_t *parent, *children;
+
+    while ((c = getopt_long(argc, argv, "jr:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            json_out = true;
+            break;
+        case 'r':
+            v = strtoul(optarg, &end, 10);
+            if (*optarg == '\0' || *optarg == '-' || *end != '\0' ||
+                v >= EDDY_RANK_UPSTREAM)
+                cmd_die("overlay", "rank '%s' is not a rank number", optarg);
+            rank = (uint32_t)v;
+            break;
+        default:
+            fputs(usage_text, stderr);
+            return 1;
+        }
+    }
+    if (optind < argc)
+        cmd_die("overlay", "unexpected argument '%s'", argv[optind]);
+    h = cmd_open("overlay");
+    if (!(f = eddy_rpc(h, "broker.info", rank, 0, NULL, NULL, 0)) ||
+        eddy_rpc_get(f, &body) < 0)
+        cmd_die("overlay", "info: %s",
+                f ? eddy_future_error_string(f) : "cannot send request");
+    if (json_out) {
+        printf("%s\n", body);
+    } else {
+        if (eddy_rpc_get_unpack(f, "{s:I s:I s:s s:I s:I s:F s:s s:o s:o}",
+                                "rank", &r, "size", &size, "hostname", &host,
+                                "cores", &cores, "pid", &pid, "uptime", &uptime,
+                                "version", &version, "parent", &parent,
+                                "children", &children) < 0)
+            cmd_die("overlay", "info: %s", eddy_future_error_string(f));
+        printf("rank      %lld of %lld\n", (long long)r, (long long)size);
+        printf("hostname  %s\n", host);
+        printf("cores     %lld\n", (long long)cores);
+        if (json_is_integer(parent))
+            printf("parent    %lld\n", (long long)json_integer_value(parent));
+        else
+            printf("parent    none\n");
+        printf("children  %zu\n", json_array_size(children));
+        printf("pid       %lld\n", (long long)pid);
+        printf("uptime    %.3f s\n", uptime);
+        printf("version   %s\n", version);
+    }
+    eddy_future_destroy(f);
+    eddy_close(h);
+    return 0;
+}
+
+/* The nested subcommands of `eddy overlay`. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} overlay_cmds[] = {
+    {"status", overlay_status},
+    {"info", overlay_info},
+};
+
 static int overlay_run(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "status") != 0) {
-        fputs(usage_text, stderr);
-        return 1;
+    for (size_t i = 0;
+         argc >= 2 && i < sizeof(overlay_cmds) / sizeof(overlay_cmds[0]); i++) {
+        if (!strcmp(argv[1], overlay_cmds[i].name))
+            return overlay_cmds[i].run(argc - 1, argv + 1);
     }
-    return overlay_status(argc - 1, argv + 1);
+    if (argc >= 2)
+        cmd_warn("overlay", "'%s' is not an overlay command", argv[1]);
+    fputs(usage_text, stderr);
+    return 1;
 }
 
 const struct cmd cmd_overlay = {
     .name = "overlay",
-    .summary = "show the broker tree and lost ranks",
+    .summary = "show the broker tree, lost ranks, and one broker's details",
     .usage = usage_text,
     .run = overlay_run,
 };

@@ -50,6 +50,8 @@ static const char *const usage_text =
     "                        required with --hosts, made anew otherwise\n"
     "      --write-key=FILE  write a new instance key to FILE and exit\n"
     "      --rundir=DIR      run directory (default: a new one in $TMPDIR)\n"
+    "      --cores-per-rank=N  offer N cores per broker to jobs (default:\n"
+    "                        the cores this process may run on)\n"
     "  -o, --broker-opt=OPT  pass OPT to every broker (repeatable),\n"
     "                        e.g. -o --heartbeat=0.5\n"
     "      --wrap=ARGS       run each broker under ARGS (comma separated),\n"
@@ -74,7 +76,8 @@ struct broker_proc {
 struct start {
     unsigned long size;
     unsigned long fanout;
-    unsigned long rank; /* --hosts: this host's rank */
+    unsigned long rank;  /* --hosts: this host's rank */
+    unsigned long cores; /* --cores-per-rank, 0: brokers detect */
     const char *hosts;
     const char *keyfile;
     char *rundir;
@@ -247,6 +250,7 @@ static pid_t spawn_broker(struct start *st,
     char *argv[MAX_WRAP_ARGS + MAX_BROKER_OPTS + 16];
     char a_rank[32], a_size[32], a_fanout[32], a_rundir[PATH_MAX + 16];
     char a_parent[64], a_key[PATH_MAX + 16], a_hosts[PATH_MAX + 16];
+    char a_cores[32];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int ac = 0;
@@ -282,6 +286,10 @@ static pid_t spawn_broker(struct start *st,
     }
     if (ready_fd >= 0)
         argv[ac++] = (char *)"--ready-fd=4";
+    if (st->cores > 0) {
+        snprintf(a_cores, sizeof(a_cores), "--cores=%lu", st->cores);
+        argv[ac++] = a_cores;
+    }
     for (int i = 0; i < st->nbroker_opts; i++)
         argv[ac++] = (char *)st->broker_opts[i];
     argv[ac] = NULL;
@@ -594,7 +602,8 @@ static void parse_args(struct start *st, int argc, char **argv)
         OPT_WRITE_KEY,
         OPT_RUNDIR,
         OPT_WRAP,
-        OPT_TIMEOUT
+        OPT_TIMEOUT,
+        OPT_CORES
     };
     static const struct option opts[] = {
         {"test-size", required_argument, NULL, 's'},
@@ -607,6 +616,7 @@ static void parse_args(struct start *st, int argc, char **argv)
         {"broker-opt", required_argument, NULL, 'o'},
         {"wrap", required_argument, NULL, OPT_WRAP},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"cores-per-rank", required_argument, NULL, OPT_CORES},
         {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
@@ -657,6 +667,9 @@ static void parse_args(struct start *st, int argc, char **argv)
             break;
         case 'v':
             st->verbose = true;
+            break;
+        case OPT_CORES:
+            st->cores = parse_ulong("cores per rank", optarg, 1, 1u << 16);
             break;
         default:
             fputs(usage_text, stderr);

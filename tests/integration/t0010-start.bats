@@ -82,3 +82,27 @@ start_stop() {
     echo "$output"
     [ "$output" = "$(printf 'ok\nrc=0')" ]
 }
+
+@test "brokers offer the cores they may run on, or --cores-per-rank" {
+    run bounded 60 eddy start --test-size=3 --cores-per-rank=5 \
+        sh -c 'for r in 0 1 2; do eddy overlay info -r $r; done'
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '^cores     5$' <<<"$output")" -eq 3 ]
+    run bounded 60 eddy start --test-size=1 eddy overlay info
+    [[ "$output" == *"cores     $(nproc)"* ]]
+    # A single CPU in the affinity mask means one core offered.
+    run bounded 60 taskset -c 0 eddy start --test-size=1 eddy overlay info
+    [[ "$output" == *"cores     1"* ]]
+    run eddy start --cores-per-rank=0 true
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"cores per rank '0'"* ]]
+}
+
+@test "eddy overlay info describes one broker" {
+    run bounded 60 eddy start --test-size=4 sh -c 'eddy overlay info -r 3 && eddy overlay info -r 9'
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"rank      3 of 4"* ]]
+    [[ "$output" == *"parent    1"* ]]
+    [[ "$output" == *"rank 9"* ]]
+}
