@@ -164,7 +164,7 @@ static int step(int state,
     char q[QUOTE_MAX + 8];
     int valid; /* states where 'ev' may happen */
     int to = state;
-    int severity;
+    int severity = -1;
 
     if (!is_state(state))
         return step_error(err, lineno, "invalid state 0x%x", (unsigned)state);
