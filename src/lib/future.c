@@ -204,6 +204,12 @@ void fut_deliver(eddy_future_t *f, msg_t *msg)
 
 void fut_free(eddy_future_t *f)
 {
+    if (f->aux_destroy) {
+        void (*aux_destroy)(void *) = f->aux_destroy;
+
+        f->aux_destroy = NULL;
+        aux_destroy(f->aux);
+    }
     if (f->registered) {
         if ((f->flags & EDDY_RPC_STREAMING) && !f->finished)
             send_cancel(f);

@@ -170,6 +170,12 @@ struct eddy_future {
     bool notified; /* cb ran for the current state; wait for reset */
     bool in_cb;
     bool destroy_pending;
+
+    /* State of an API built on top of the future (job.c: attach and
+     * eventlog futures), released by aux_destroy(aux) first thing when the
+     * future is freed (destroyed, or freed by eddy_close()). */
+    void *aux;
+    void (*aux_destroy)(void *aux);
 };
 
 /* future.c */
@@ -196,6 +202,16 @@ LIB_INTERNAL int fut_push(eddy_future_t *f, msg_t *msg);
 LIB_INTERNAL int fut_wait(eddy_future_t *f, double timeout);
 /* Run the continuations of every future queued so far (async callback). */
 LIB_INTERNAL void fut_run_pending(eddy_t *h);
+
+/* jobspec_api.c */
+
+/* The jobspec JSON of 'js' with the submit-time defaults applied (caller's
+ * environment, working directory, name), validated by the jobspec module.
+ * A new reference, or NULL with errno (EINVAL, E2BIG, ENOMEM, or getcwd's)
+ * and 'err' filled. */
+struct eddy_jobspec;
+LIB_INTERNAL json_t *jobspec_api_encode(const struct eddy_jobspec *js,
+                                        eddy_error_t *err);
 
 /* handle.c */
 

@@ -1,0 +1,1327 @@
+/* test_job_api.c - the job API (eddy/job.h) against a fake job service.
+ *
+ * The jobspec builder is tested on its own.  Everything else runs against
+ * a fake broker (as in test_lib.c): a thread that listens on a unix socket
+ * in a mkdtemp directory, accepts one client, greets it and answers the
+ * job topics with canned responses chosen by job ID, with plain blocking
+ * I/O and the msg codec.  It keeps the last request of each kind so tests
+ * can check what the library sent.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "eddy/core.h"
+#include "eddy/job.h"
+#include "src/common/msg.h"
+
+static int timeout_scale = 1;
+
+/* ---- fake broker ------------------------------------------------------ */
+
+struct fake {
+    char dir[32];
+    char path[64];
+    char uri[96];
+    int listen_fd;
+    pthread_t thread;
+    bool running;
+
+    pthread_mutex_t lock;
+    char last_topic[64];
+    json_t *last_body; /* of the last request (not cancels) */
+    char last_payload[64];
+    size_t last_len;
+    int cancels_ok; /* cancels of job-io.attach with the right tag */
+    int cancels_bad;
+};
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = recv(fd, p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
+}
+
+static msg_t *read_msg(int fd)
+{
+    uint8_t hdr[MSG_HEADER_SIZE];
+    size_t total;
+    uint8_t *buf;
+    msg_t *msg = NULL;
+
+    if (read_all(fd, hdr, sizeof(hdr)) < 0)
+        return NULL;
+    total = MSG_HEADER_SIZE + ((size_t)hdr[16] << 8 | hdr[17]) +
+            be32(hdr + 20) + be32(hdr + 24);
+    if (total > (1u << 20) || !(buf = malloc(total)))
+        return NULL;
+    memcpy(buf, hdr, sizeof(hdr));
+    if (read_all(fd, buf + MSG_HEADER_SIZE, total - MSG_HEADER_SIZE) == 0)
+        (void)msg_decode(buf, total, &msg, NULL);
+    free(buf);
+    return msg;
+}
+
+static int send_msg(int fd, msg_t *msg)
+{
+    void *buf;
+    size_t len;
+    int rc = -1;
+
+    if (msg && msg_encode(msg, &buf, &len) == 0) {
+        rc = write_all(fd, buf, len);
+        free(buf);
+    }
+    msg_decref(msg);
+    return rc;
+}
+
+/* Respond to 'req' with 'body' (stolen; NULL for none) and payload. */
+static int respond(
+    int fd, const msg_t *req, json_t *body, const char *payload, int flags)
+{
+    msg_t *m = msg_create(MSG_RESPONSE, req->topic, body, payload,
+                          payload ? strlen(payload) : 0);
+    if (!m)
+        return -1;
+    m->matchtag = req->matchtag;
+    m->flags = (uint8_t)flags;
+    return send_msg(fd, m);
+}
+
+static int respond_error(int fd, const msg_t *req, int errnum, const char *s)
+{
+    msg_t *m = msg_create_error(req, errnum, s);
+
+    return m ? send_msg(fd, m) : -1;
+}
+
+static int respond_json(int fd, const msg_t *req, const char *text, int flags)
+{
+    return respond(fd, req, json_loads(text, 0, NULL), NULL, flags);
+}
+
+static json_int_t req_id(const msg_t *req)
+{
+    json_int_t id = -1;
+
+    if (req->body)
+        (void)json_unpack(req->body, "{s:I}", "id", &id);
+    return id;
+}
+
+/* Job 1: two tasks on two nodes, finished. */
+#define INFO_1                                                                 \
+    "{\"id\":1,\"state\":\"INACTIVE\",\"name\":\"hostname\",\"ntasks\":2,"     \
+    "\"nnodes\":2,\"t_submit\":100.5,\"status\":3,\"reason\":\"\","            \
+    "\"jobspec\":{},\"t_alloc\":101,\"t_start\":102,\"t_finish\":103,"         \
+    "\"t_clean\":104,\"exception\":{\"type\":\"exec\",\"severity\":0,"         \
+    "\"note\":\"task 1 killed\"},"                                             \
+    "\"nodes\":[{\"rank\":0,\"hostname\":\"n0\"},"                             \
+    "{\"rank\":5,\"hostname\":\"n5\"}],"                                       \
+    "\"tasks\":[{\"rank\":1,\"node\":5,\"hostname\":\"n5\",\"pid\":4321,"      \
+    "\"appnum\":1,\"executable\":\"/bin/b\",\"status\":137},"                  \
+    "{\"rank\":0,\"node\":0,\"hostname\":\"n0\",\"pid\":1234,\"appnum\":0,"    \
+    "\"executable\":\"/bin/a\",\"status\":null}]}"
+
+/* Job 3: waiting for resources: no nodes, no tasks yet. */
+#define INFO_3                                                                 \
+    "{\"id\":3,\"state\":\"SCHED\",\"name\":\"big\",\"ntasks\":64,"            \
+    "\"nnodes\":8,\"t_submit\":200,\"status\":null,"                           \
+    "\"reason\":\"not enough cores\",\"jobspec\":{},\"t_alloc\":0,"            \
+    "\"t_start\":0,\"t_finish\":0,\"t_clean\":0,\"exception\":null,"           \
+    "\"nodes\":[],\"tasks\":[]}"
+
+/* Malformed answers to job.info, for jobs 10, 11, ... */
+static const char *const bad_info[] = {
+    "{}",
+    "{\"id\":10,\"state\":\"RUNNING\",\"name\":\"x\",\"ntasks\":1,"
+    "\"nnodes\":1,\"t_submit\":1,\"status\":null,\"reason\":\"\","
+    "\"jobspec\":{},\"t_alloc\":0,\"t_start\":0,\"t_finish\":0,"
+    "\"t_clean\":0,\"exception\":null,\"nodes\":[],\"tasks\":[]}",
+    /* two tasks both rank 0 */
+    "{\"id\":12,\"state\":\"RUN\",\"name\":\"x\",\"ntasks\":2,"
+    "\"nnodes\":1,\"t_submit\":1,\"status\":null,\"reason\":\"\","
+    "\"jobspec\":{},\"t_alloc\":0,\"t_start\":0,\"t_finish\":0,"
+    "\"t_clean\":0,\"exception\":null,\"nodes\":[],\"tasks\":["
+    "{\"rank\":0,\"node\":0,\"hostname\":\"a\",\"pid\":1,\"appnum\":0,"
+    "\"executable\":\"x\",\"status\":null},"
+    "{\"rank\":0,\"node\":0,\"hostname\":\"a\",\"pid\":2,\"appnum\":0,"
+    "\"executable\":\"x\",\"status\":null}]}",
+    /* one task reported for a job of 1000000 */
+    "{\"id\":13,\"state\":\"RUN\",\"name\":\"x\",\"ntasks\":1000000,"
+    "\"nnodes\":1,\"t_submit\":1,\"status\":null,\"reason\":\"\","
+    "\"jobspec\":{},\"t_alloc\":0,\"t_start\":0,\"t_finish\":0,"
+    "\"t_clean\":0,\"exception\":null,\"nodes\":[],\"tasks\":["
+    "{\"rank\":0,\"node\":0,\"hostname\":\"a\",\"pid\":1,\"appnum\":0,"
+    "\"executable\":\"x\",\"status\":null}]}",
+    /* pid is a string */
+    "{\"id\":14,\"state\":\"RUN\",\"name\":\"x\",\"ntasks\":1,"
+    "\"nnodes\":1,\"t_submit\":1,\"status\":null,\"reason\":\"\","
+    "\"jobspec\":{},\"t_alloc\":0,\"t_start\":0,\"t_finish\":0,"
+    "\"t_clean\":0,\"exception\":null,\"nodes\":[],\"tasks\":["
+    "{\"rank\":0,\"node\":0,\"hostname\":\"a\",\"pid\":\"1\",\"appnum\":0,"
+    "\"executable\":\"x\",\"status\":null}]}",
+    /* node without hostname */
+    "{\"id\":15,\"state\":\"RUN\",\"name\":\"x\",\"ntasks\":0,"
+    "\"nnodes\":1,\"t_submit\":1,\"status\":null,\"reason\":\"\","
+    "\"jobspec\":{},\"t_alloc\":0,\"t_start\":0,\"t_finish\":0,"
+    "\"t_clean\":0,\"exception\":null,\"nodes\":[{\"rank\":0}],"
+    "\"tasks\":[]}",
+};
+#define NBAD_INFO (sizeof(bad_info) / sizeof(bad_info[0]))
+
+#define SUMMARY_1                                                              \
+    "{\"id\":1,\"state\":\"INACTIVE\",\"name\":\"a\",\"ntasks\":2,"            \
+    "\"nnodes\":2,\"t_submit\":100.5,\"status\":0,\"reason\":\"\"}"
+#define SUMMARY_2                                                              \
+    "{\"id\":9007199254740000,\"state\":\"SCHED\",\"name\":\"b\","             \
+    "\"ntasks\":4,\"nnodes\":1,\"t_submit\":101,\"status\":null,"              \
+    "\"reason\":\"waiting\"}"
+
+static void record(struct fake *fk, const msg_t *req)
+{
+    pthread_mutex_lock(&fk->lock);
+    snprintf(fk->last_topic, sizeof(fk->last_topic), "%s", req->topic);
+    json_decref(fk->last_body);
+    fk->last_body = req->body ? json_incref(req->body) : NULL;
+    fk->last_len = req->payload_len;
+    memcpy(fk->last_payload, req->payload ? req->payload : "",
+           req->payload_len < sizeof(fk->last_payload) ? req->payload_len : 0);
+    pthread_mutex_unlock(&fk->lock);
+}
+
+/* Expect the cancel of 'req', then end its stream. */
+static int expect_cancel(struct fake *fk, int fd, const msg_t *req)
+{
+    msg_t *c = read_msg(fd);
+
+    pthread_mutex_lock(&fk->lock);
+    if (c && c->type == MSG_REQUEST && (c->flags & MSG_FLAG_CANCEL) &&
+        c->matchtag == req->matchtag && !strcmp(c->topic, req->topic))
+        fk->cancels_ok++;
+    else
+        fk->cancels_bad++;
+    pthread_mutex_unlock(&fk->lock);
+    msg_decref(c);
+    return respond(fd, req, NULL, NULL, MSG_FLAG_EOS);
+}
+
+static int serve_attach(struct fake *fk, int fd, const msg_t *req)
+{
+    json_int_t id = req_id(req);
+    int rc = 0;
+
+    if (id == 99)
+        return respond_error(fd, req, ENOENT, "job 99: no such job");
+    if (id == 1) {
+        rc |= respond(fd, req,
+                      json_pack("{s:i s:s}", "rank", 0, "stream", "stdout"),
+                      "hello\n", 0);
+        rc |= respond(fd, req,
+                      json_pack("{s:i s:s}", "rank", 1, "stream", "stderr"),
+                      "oops", 0);
+        rc |= respond(fd, req,
+                      json_pack("{s:i s:s}", "rank", 0, "stream", "stdout"),
+                      "world\n", 0);
+        rc |= respond_json(fd, req, "{\"dropped\":100}", 0);
+        rc |= respond_json(
+            fd, req, "{\"rank\":0,\"stream\":\"stdout\",\"eof\":true}", 0);
+        rc |= respond_json(
+            fd, req, "{\"rank\":1,\"stream\":\"stderr\",\"eof\":true}", 0);
+        rc |= respond(fd, req, NULL, NULL, MSG_FLAG_EOS);
+        return rc;
+    }
+    if (id == 2) { /* one record, then follow until cancelled */
+        rc = respond(fd, req,
+                     json_pack("{s:i s:s}", "rank", 0, "stream", "stdout"),
+                     "live\n", 0);
+        return rc < 0 ? rc : expect_cancel(fk, fd, req);
+    }
+    if (id == 3) /* malformed record; the client must cancel */
+        return respond_json(fd, req, "{\"rank\":0,\"stream\":\"stdin\"}", 0) < 0
+                   ? -1
+                   : expect_cancel(fk, fd, req);
+    return respond_error(fd, req, EINVAL, "unexpected attach");
+}
+
+static int serve_eventlog(int fd, const msg_t *req)
+{
+    json_int_t id = req_id(req);
+    int rc = 0;
+
+    if (id == 99)
+        return respond_error(fd, req, ENOENT, "job 99: no such job");
+    rc |= respond_json(fd, req,
+                       "{\"timestamp\":1.5,\"name\":\"submit\","
+                       "\"context\":{\"userid\":7,\"ntasks\":2}}",
+                       0);
+    rc |= respond_json(fd, req, "{\"timestamp\":2,\"name\":\"start\"}", 0);
+    if (id == 2) /* a broken entry */
+        rc |= respond_json(fd, req, "{\"timestamp\":\"x\",\"name\":\"y\"}", 0);
+    rc |= respond_json(fd, req,
+                       "{\"timestamp\":3.25,\"name\":\"clean\","
+                       "\"context\":{}}",
+                       0);
+    rc |= respond(fd, req, NULL, NULL, MSG_FLAG_EOS);
+    return rc;
+}
+
+static int serve_one(struct fake *fk, int fd, const msg_t *req)
+{
+    const char *t = req->topic;
+    json_int_t id = req_id(req);
+
+    record(fk, req);
+    if (!strcmp(t, "job.submit")) {
+        const char *name = "";
+        (void)json_unpack(req->body, "{s:{s:{s:{s:{s:s}}}}}", "jobspec",
+                          "attributes", "system", "job", "name", &name);
+        if (!strcmp(name, "toobig"))
+            return respond_error(fd, req, ENOSPC,
+                                 "job needs 64 nodes, the instance has 4");
+        if (!strcmp(name, "badid"))
+            return respond_json(fd, req, "{\"id\":-3}", 0);
+        return respond_json(fd, req, "{\"id\":42}", 0);
+    }
+    if (!strcmp(t, "job.wait")) {
+        if (id == 1)
+            return respond_json(
+                fd, req, "{\"id\":1,\"status\":3,\"exception\":null}", 0);
+        if (id == 2)
+            return respond_json(fd, req,
+                                "{\"id\":2,\"status\":null,\"exception\":"
+                                "{\"type\":\"cancel\",\"severity\":0,"
+                                "\"note\":\"canceled by user\"}}",
+                                0);
+        if (id == 3)
+            return respond_json(fd, req, "{\"id\":3,\"status\":\"x\"}", 0);
+        if (id == 4) /* an exception without a note */
+            return respond_json(fd, req,
+                                "{\"id\":4,\"status\":null,\"exception\":"
+                                "{\"type\":\"exec\",\"severity\":0,"
+                                "\"note\":null}}",
+                                0);
+        return respond_error(fd, req, ENOENT, "job 99: no such job");
+    }
+    if (!strcmp(t, "job.info")) {
+        if (id == 1)
+            return respond_json(fd, req, INFO_1, 0);
+        if (id == 3)
+            return respond_json(fd, req, INFO_3, 0);
+        if (id >= 10 && id < 10 + (json_int_t)NBAD_INFO)
+            return respond_json(fd, req, bad_info[id - 10], 0);
+        return respond_error(fd, req, ENOENT, "job 99: no such job");
+    }
+    if (!strcmp(t, "job.list")) {
+        int all = 0;
+        (void)json_unpack(req->body, "{s:b}", "all", &all);
+        return respond_json(fd, req,
+                            all ? "{\"jobs\":[" SUMMARY_1 "," SUMMARY_2 "]}"
+                                : "{\"jobs\":[" SUMMARY_2 "]}",
+                            0);
+    }
+    if (!strcmp(t, "job.kill") || !strcmp(t, "job.cancel") ||
+        !strcmp(t, "job-io.stdin") || !strcmp(t, "test.sync"))
+        return respond_json(fd, req, "{}", 0);
+    if (!strcmp(t, "job.eventlog"))
+        return serve_eventlog(fd, req);
+    if (!strcmp(t, "job-io.attach"))
+        return serve_attach(fk, fd, req);
+    return respond_error(fd, req, ENOSYS, "unknown topic");
+}
+
+static void *fake_main(void *arg)
+{
+    struct fake *fk = arg;
+    struct pollfd pfd = {.fd = fk->listen_fd, .events = POLLIN};
+    struct timeval tv = {.tv_sec = 10 * timeout_scale};
+    msg_t *req, *m;
+    int fd;
+
+    if (poll(&pfd, 1, 10000 * timeout_scale) != 1)
+        return NULL;
+    if ((fd = accept4(fk->listen_fd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+        return NULL;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    m = msg_create(MSG_RESPONSE, "broker.hello",
+                   json_pack("{s:i s:i s:s s:i}", "rank", 0, "size", 4,
+                             "version", "0.1.0", "uid", (int)getuid()),
+                   NULL, 0);
+    (void)send_msg(fd, m);
+    while ((req = read_msg(fd))) {
+        int rc = 0;
+
+        if (!(req->flags & MSG_FLAG_CANCEL)) /* late cancels are fine */
+            rc = serve_one(fk, fd, req);
+        msg_decref(req);
+        if (rc < 0)
+            break;
+    }
+    close(fd);
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    struct fake *fk = calloc(1, sizeof(*fk));
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+
+    assert_non_null(fk);
+    pthread_mutex_init(&fk->lock, NULL);
+    snprintf(fk->dir, sizeof(fk->dir), "/tmp/test_job.XXXXXX");
+    assert_non_null(mkdtemp(fk->dir));
+    snprintf(fk->path, sizeof(fk->path), "%s/local-0", fk->dir);
+    snprintf(fk->uri, sizeof(fk->uri), "local://%s", fk->path);
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", fk->path);
+    fk->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fk->listen_fd >= 0);
+    assert_int_equal(bind(fk->listen_fd, (struct sockaddr *)&sun, sizeof(sun)),
+                     0);
+    assert_int_equal(listen(fk->listen_fd, 4), 0);
+    assert_int_equal(pthread_create(&fk->thread, NULL, fake_main, fk), 0);
+    fk->running = true;
+    *state = fk;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fake *fk = *state;
+
+    if (!fk)
+        return 0;
+    if (fk->running)
+        pthread_join(fk->thread, NULL);
+    close(fk->listen_fd);
+    unlink(fk->path);
+    rmdir(fk->dir);
+    json_decref(fk->last_body);
+    pthread_mutex_destroy(&fk->lock);
+    free(fk);
+    *state = NULL;
+    return 0;
+}
+
+static eddy_t *open_ok(struct fake *fk)
+{
+    eddy_error_t err = {{0}};
+    eddy_t *h = eddy_open(fk->uri, 0, &err);
+
+    if (!h)
+        fail_msg("eddy_open: %s", err.text);
+    return h;
+}
+
+/* The last request the fake saw (a new reference), after checking its
+ * topic. */
+static json_t *last_request(struct fake *fk, const char *topic)
+{
+    json_t *o;
+
+    pthread_mutex_lock(&fk->lock);
+    assert_string_equal(fk->last_topic, topic);
+    o = fk->last_body ? json_incref(fk->last_body) : json_object();
+    pthread_mutex_unlock(&fk->lock);
+    return o;
+}
+
+/* A round trip: every request sent before it has been served. */
+static void sync_fake(eddy_t *h)
+{
+    eddy_future_t *f = eddy_rpc(h, "test.sync", 0, 0, NULL, NULL, 0);
+
+    assert_non_null(f);
+    assert_int_equal(eddy_future_wait_for(f, 10.0 * timeout_scale), 0);
+    eddy_future_destroy(f);
+}
+
+/* ---- jobspec builder -------------------------------------------------- */
+
+static json_t *encode_ok(const eddy_jobspec_t *js)
+{
+    eddy_error_t err = {{0}};
+    char *s = eddy_jobspec_encode(js, &err);
+    json_t *o;
+
+    if (!s)
+        fail_msg("eddy_jobspec_encode: %s", err.text);
+    o = json_loads(s, 0, NULL);
+    free(s);
+    assert_non_null(o);
+    return o;
+}
+
+static void test_jobspec_encode(void **state)
+{
+    eddy_jobspec_t *js = eddy_jobspec_create();
+    char *const argv[] = {(char *)"/usr/bin/hostname", (char *)"-s"};
+    json_t *o, *env;
+    const char *cwd = NULL, *name = NULL, *arg1 = NULL;
+    char here[4096];
+    json_int_t total = 0;
+
+    assert_non_null(js);
+    assert_int_equal(setenv("EDDY_TEST_FROM_ENVIRON", "yes", 1), 0);
+    assert_int_equal(setenv("EDDY_TEST_UNSET_ME", "x", 1), 0);
+    assert_int_equal(eddy_jobspec_add_group(js, 2, argv, 0), 0);
+    assert_int_equal(eddy_jobspec_set_tasks(js, 4), 0);
+    assert_int_equal(eddy_jobspec_setenv(js, "EDDY_TEST_SET", "1"), 0);
+    assert_int_equal(eddy_jobspec_setenv(js, "EDDY_TEST_UNSET_ME", NULL), 0);
+    o = encode_ok(js);
+    /* environment: from environ, with the overrides */
+    env = json_object_get(
+        json_object_get(json_object_get(o, "attributes"), "system"),
+        "environment");
+    assert_non_null(env);
+    assert_string_equal(
+        json_string_value(json_object_get(env, "EDDY_TEST_FROM_ENVIRON")),
+        "yes");
+    assert_string_equal(
+        json_string_value(json_object_get(env, "EDDY_TEST_SET")), "1");
+    assert_null(json_object_get(env, "EDDY_TEST_UNSET_ME"));
+    /* the command, one task per slot; cwd defaults to ours, the name to
+     * the basename of argv[0] */
+    assert_int_equal(json_unpack(o, "{s:[{s:[s s] s:{s:I}}]}", "tasks",
+                                 "command", &name, &arg1, "count", "per_slot",
+                                 &total),
+                     0);
+    assert_string_equal(name, "/usr/bin/hostname");
+    assert_string_equal(arg1, "-s");
+    assert_int_equal(total, 1);
+    assert_int_equal(json_unpack(o, "{s:{s:{s:s s:{s:s}}}}", "attributes",
+                                 "system", "cwd", &cwd, "job", "name", &name),
+                     0);
+    assert_non_null(getcwd(here, sizeof(here)));
+    assert_string_equal(cwd, here);
+    assert_string_equal(name, "hostname");
+    json_decref(o);
+
+    /* explicit cwd and name; the environment taken at encode time */
+    assert_int_equal(eddy_jobspec_set_cwd(js, "/tmp"), 0);
+    assert_int_equal(eddy_jobspec_set_name(js, "myjob"), 0);
+    assert_int_equal(setenv("EDDY_TEST_FROM_ENVIRON", "later", 1), 0);
+    o = encode_ok(js);
+    assert_int_equal(json_unpack(o, "{s:{s:{s:s s:{s:s} s:{s:s}}}}",
+                                 "attributes", "system", "cwd", &cwd, "job",
+                                 "name", &name, "environment",
+                                 "EDDY_TEST_FROM_ENVIRON", &arg1),
+                     0);
+    assert_string_equal(cwd, "/tmp");
+    assert_string_equal(name, "myjob");
+    assert_string_equal(arg1, "later");
+    json_decref(o);
+
+    /* clearenv: only what is set afterwards */
+    assert_int_equal(eddy_jobspec_clearenv(js), 0);
+    assert_int_equal(eddy_jobspec_setenv(js, "ONLY", "me"), 0);
+    o = encode_ok(js);
+    env = json_object_get(
+        json_object_get(json_object_get(o, "attributes"), "system"),
+        "environment");
+    assert_int_equal(json_object_size(env), 1);
+    assert_string_equal(json_string_value(json_object_get(env, "ONLY")), "me");
+    json_decref(o);
+    eddy_jobspec_destroy(js);
+    unsetenv("EDDY_TEST_FROM_ENVIRON");
+    unsetenv("EDDY_TEST_UNSET_ME");
+}
+
+static void test_jobspec_mpmd(void **state)
+{
+    eddy_jobspec_t *js = eddy_jobspec_create();
+    char *const a[] = {(char *)"./server"};
+    char *const b[] = {(char *)"./client", (char *)"--fast"};
+    json_t *o, *tasks;
+    json_int_t n0 = 0, n1 = 0, nodes = 0;
+    const char *c0 = NULL, *c1 = NULL, *c1a = NULL, *type = NULL;
+
+    assert_non_null(js);
+    assert_int_equal(eddy_jobspec_add_group(js, 1, a, 1), 0);
+    assert_int_equal(eddy_jobspec_add_group(js, 2, b, 3), 0);
+    assert_int_equal(eddy_jobspec_set_nodes(js, 2), 0);
+    assert_int_equal(eddy_jobspec_set_tasks(js, 4), 0);
+    assert_int_equal(eddy_jobspec_set_duration(js, 60), 0);
+    o = encode_ok(js);
+    tasks = json_object_get(o, "tasks");
+    assert_int_equal(json_array_size(tasks), 2);
+    assert_int_equal(json_unpack(tasks, "[{s:[s] s:{s:I}} {s:[s s] s:{s:I}}]",
+                                 "command", &c0, "count", "total", &n0,
+                                 "command", &c1, &c1a, "count", "total", &n1),
+                     0);
+    assert_string_equal(c0, "./server");
+    assert_string_equal(c1, "./client");
+    assert_string_equal(c1a, "--fast");
+    assert_int_equal(n0, 1);
+    assert_int_equal(n1, 3);
+    assert_int_equal(json_unpack(o, "{s:[{s:s s:I}]}", "resources", "type",
+                                 &type, "count", &nodes),
+                     0);
+    assert_string_equal(type, "node");
+    assert_int_equal(nodes, 2);
+    json_decref(o);
+    eddy_jobspec_destroy(js);
+}
+
+static void test_jobspec_errors(void **state)
+{
+    eddy_jobspec_t *js = eddy_jobspec_create();
+    char *const argv[] = {(char *)"true"};
+    char *const nullarg[] = {NULL};
+    eddy_error_t err = {{0}};
+
+    assert_non_null(js);
+    /* setters */
+    errno = 0;
+    assert_int_equal(eddy_jobspec_add_group(NULL, 1, argv, 1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_add_group(js, 0, argv, 1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_add_group(js, 1, nullarg, 1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_add_group(js, 1, argv, -1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_nodes(js, -1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_tasks(NULL, 1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_setenv(js, "A=B", "x"), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_setenv(js, "", "x"), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_cwd(js, NULL), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_duration(js, -1), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_jobspec_encode(NULL, &err));
+    assert_int_equal(errno, EINVAL);
+
+    /* no task group at all */
+    errno = 0;
+    assert_null(eddy_jobspec_encode(js, &err));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(strstr(err.text, "jobspec"));
+
+    /* 8 tasks over 3 nodes */
+    assert_int_equal(eddy_jobspec_add_group(js, 1, argv, 0), 0);
+    assert_int_equal(eddy_jobspec_set_nodes(js, 3), 0);
+    assert_int_equal(eddy_jobspec_set_tasks(js, 8), 0);
+    err.text[0] = '\0';
+    errno = 0;
+    assert_null(eddy_jobspec_encode(js, &err));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(strstr(err.text, "3 nodes"));
+
+    /* 0 tasks ("all") is for a single group only */
+    assert_int_equal(eddy_jobspec_set_nodes(js, 0), 0);
+    assert_int_equal(eddy_jobspec_add_group(js, 1, argv, 2), 0);
+    err.text[0] = '\0';
+    errno = 0;
+    assert_null(eddy_jobspec_encode(js, &err));
+    assert_int_equal(errno, EINVAL);
+    assert_true(strlen(err.text) > 0);
+
+    /* a relative cwd is refused by the validator, which names the field */
+    eddy_jobspec_destroy(js);
+    assert_non_null(js = eddy_jobspec_create());
+    assert_int_equal(eddy_jobspec_add_group(js, 1, argv, 0), 0);
+    assert_int_equal(eddy_jobspec_set_cwd(js, "relative/dir"), 0);
+    err.text[0] = '\0';
+    errno = 0;
+    assert_null(eddy_jobspec_encode(js, &err));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(strstr(err.text, "cwd"));
+    eddy_jobspec_destroy(js);
+    eddy_jobspec_destroy(NULL);
+}
+
+/* ---- submit and wait -------------------------------------------------- */
+
+static void test_submit(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    eddy_jobspec_t *js = eddy_jobspec_create();
+    char *const argv[] = {(char *)"sleep", (char *)"1"};
+    eddy_jobid_t id = 0;
+    eddy_future_t *f;
+    json_t *req;
+    const char *name = NULL;
+
+    assert_non_null(js);
+    assert_int_equal(eddy_jobspec_add_group(js, 2, argv, 0), 0);
+    errno = 0;
+    assert_null(eddy_job_submit(NULL, js));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_submit(h, NULL));
+    assert_int_equal(errno, EINVAL);
+
+    assert_non_null(f = eddy_job_submit(h, js));
+    assert_int_equal(eddy_job_submit_get_id(f, &id), 0);
+    assert_int_equal(id, 42);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.submit");
+    assert_int_equal(json_unpack(req, "{s:{s:{s:{s:{s:s}}}}}", "jobspec",
+                                 "attributes", "system", "job", "name", &name),
+                     0);
+    assert_string_equal(name, "sleep");
+    json_decref(req);
+
+    /* the service's error and message are passed through */
+    assert_int_equal(eddy_jobspec_set_name(js, "toobig"), 0);
+    assert_non_null(f = eddy_job_submit(h, js));
+    id = 7;
+    errno = 0;
+    assert_int_equal(eddy_job_submit_get_id(f, &id), -1);
+    assert_int_equal(errno, ENOSPC);
+    assert_int_equal(id, 7);
+    assert_string_equal(eddy_future_error_string(f),
+                        "job needs 64 nodes, the instance has 4");
+    eddy_future_destroy(f);
+
+    /* a malformed answer */
+    assert_int_equal(eddy_jobspec_set_name(js, "badid"), 0);
+    assert_non_null(f = eddy_job_submit(h, js));
+    errno = 0;
+    assert_int_equal(eddy_job_submit_get_id(f, &id), -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(eddy_future_error_string(f), "id"));
+    eddy_future_destroy(f);
+
+    /* a description that cannot be encoded is refused before sending */
+    assert_int_equal(eddy_jobspec_set_tasks_per_node(js, 2), 0);
+    errno = 0;
+    assert_null(eddy_job_submit(h, js));
+    assert_int_equal(errno, EINVAL);
+    eddy_jobspec_destroy(js);
+
+    /* raw JSON goes as is */
+    errno = 0;
+    assert_null(eddy_job_submit_json(h, "[1]"));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_submit_json(h, NULL));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(f = eddy_job_submit_json(h, "{\"version\":1}"));
+    assert_int_equal(eddy_job_submit_get_id(f, &id), 0);
+    assert_int_equal(id, 42);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.submit");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(req, "jobspec"), "version")),
+                     1);
+    json_decref(req);
+    eddy_close(h);
+}
+
+static void test_wait(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    eddy_future_t *f;
+    const char *exc = "unset";
+    json_t *req;
+    int status = 77;
+
+    errno = 0;
+    assert_null(eddy_job_wait(NULL, 1));
+    assert_int_equal(errno, EINVAL);
+
+    assert_non_null(f = eddy_job_wait(h, 1));
+    assert_int_equal(eddy_job_wait_get(f, &status, &exc), 0);
+    assert_int_equal(status, 3);
+    assert_null(exc);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.wait");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 1);
+    json_decref(req);
+
+    assert_non_null(f = eddy_job_wait(h, 2));
+    assert_int_equal(eddy_job_wait_get(f, &status, &exc), 0);
+    assert_int_equal(status, -1);
+    assert_string_equal(exc, "canceled by user");
+    assert_int_equal(eddy_job_wait_get(f, &status, NULL), 0);
+    eddy_future_destroy(f);
+
+    assert_non_null(f = eddy_job_wait(h, 4));
+    assert_int_equal(eddy_job_wait_get(f, &status, &exc), 0);
+    assert_int_equal(status, -1);
+    assert_string_equal(exc, "exec");
+    eddy_future_destroy(f);
+
+    assert_non_null(f = eddy_job_wait(h, 3));
+    status = 77;
+    errno = 0;
+    assert_int_equal(eddy_job_wait_get(f, &status, &exc), -1);
+    assert_int_equal(errno, EPROTO);
+    assert_int_equal(status, 77);
+    assert_non_null(strstr(eddy_future_error_string(f), "status"));
+    eddy_future_destroy(f);
+
+    assert_non_null(f = eddy_job_wait(h, 99));
+    errno = 0;
+    assert_int_equal(eddy_job_wait_get(f, &status, &exc), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_string_equal(eddy_future_error_string(f), "job 99: no such job");
+    eddy_future_destroy(f);
+
+    errno = 0;
+    assert_int_equal(eddy_job_wait_get(NULL, &status, &exc), -1);
+    assert_int_equal(errno, EINVAL);
+    eddy_close(h);
+}
+
+/* ---- info and list ---------------------------------------------------- */
+
+static void test_info(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct eddy_taskinfo t;
+    eddy_jobinfo_t *info;
+    eddy_future_t *f;
+    const char *host = NULL;
+    uint32_t rank = 0;
+    int status = 0;
+
+    assert_non_null(f = eddy_job_info(h, 1));
+    assert_non_null(info = eddy_job_info_get(f));
+    eddy_future_destroy(f); /* the snapshot outlives the future */
+    assert_int_equal(eddy_jobinfo_id(info), 1);
+    assert_string_equal(eddy_jobinfo_state(info), "INACTIVE");
+    assert_string_equal(eddy_jobinfo_name(info), "hostname");
+    assert_string_equal(eddy_jobinfo_reason(info), "");
+    assert_int_equal(eddy_jobinfo_ntasks(info), 2);
+    assert_int_equal(eddy_jobinfo_nnodes(info), 2);
+    assert_int_equal(eddy_jobinfo_status(info, &status), 0);
+    assert_int_equal(status, 3);
+    assert_string_equal(eddy_jobinfo_exception(info), "task 1 killed");
+    assert_true(eddy_jobinfo_time(info, "submit") == 100.5);
+    assert_true(eddy_jobinfo_time(info, "alloc") == 101);
+    assert_true(eddy_jobinfo_time(info, "start") == 102);
+    assert_true(eddy_jobinfo_time(info, "finish") == 103);
+    assert_true(eddy_jobinfo_time(info, "clean") == 104);
+    assert_true(eddy_jobinfo_time(info, "bogus") == 0);
+    assert_int_equal(eddy_jobinfo_node(info, 1, &rank, &host), 0);
+    assert_int_equal(rank, 5);
+    assert_string_equal(host, "n5");
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_node(info, 2, &rank, &host), -1);
+    assert_int_equal(errno, ERANGE);
+    /* tasks by rank, whatever order they came in */
+    assert_int_equal(eddy_jobinfo_task(info, 0, &t), 0);
+    assert_int_equal(t.rank, 0);
+    assert_int_equal(t.node, 0);
+    assert_string_equal(t.hostname, "n0");
+    assert_int_equal(t.pid, 1234);
+    assert_int_equal(t.appnum, 0);
+    assert_string_equal(t.executable, "/bin/a");
+    assert_false(t.exited);
+    assert_int_equal(eddy_jobinfo_task(info, 1, &t), 0);
+    assert_int_equal(t.rank, 1);
+    assert_int_equal(t.node, 5);
+    assert_int_equal(t.pid, 4321);
+    assert_int_equal(t.appnum, 1);
+    assert_string_equal(t.executable, "/bin/b");
+    assert_true(t.exited);
+    assert_int_equal(t.status, 137);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_task(info, 2, &t), -1);
+    assert_int_equal(errno, ERANGE);
+    assert_non_null(strstr(eddy_jobinfo_json(info), "\"t_clean\":104"));
+    eddy_jobinfo_destroy(info);
+
+    /* a queued job */
+    assert_non_null(f = eddy_job_info(h, 3));
+    assert_non_null(info = eddy_job_info_get(f));
+    assert_string_equal(eddy_jobinfo_state(info), "SCHED");
+    assert_string_equal(eddy_jobinfo_reason(info), "not enough cores");
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_status(info, &status), -1);
+    assert_int_equal(errno, ENODATA);
+    assert_null(eddy_jobinfo_exception(info));
+    assert_true(eddy_jobinfo_time(info, "start") == 0);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_task(info, 0, &t), -1);
+    assert_int_equal(errno, ERANGE);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_node(info, 0, NULL, NULL), -1);
+    assert_int_equal(errno, ERANGE);
+    eddy_jobinfo_destroy(info);
+    eddy_future_destroy(f);
+
+    /* unknown job */
+    assert_non_null(f = eddy_job_info(h, 99));
+    errno = 0;
+    assert_null(eddy_job_info_get(f));
+    assert_int_equal(errno, ENOENT);
+    assert_string_equal(eddy_future_error_string(f), "job 99: no such job");
+    eddy_future_destroy(f);
+
+    /* malformed answers */
+    static const char *const why[NBAD_INFO] = {
+        "id", "state", "listed twice", "entries", "pid", "nodes[0]",
+    };
+    for (size_t i = 0; i < NBAD_INFO; i++) {
+        assert_non_null(f = eddy_job_info(h, 10 + i));
+        errno = 0;
+        assert_null(eddy_job_info_get(f));
+        assert_int_equal(errno, EPROTO);
+        if (!strstr(eddy_future_error_string(f), why[i]))
+            fail_msg("bad_info[%zu]: '%s' does not mention '%s'", i,
+                     eddy_future_error_string(f), why[i]);
+        eddy_future_destroy(f);
+    }
+
+    /* accessors with NULL */
+    assert_int_equal(eddy_jobinfo_id(NULL), 0);
+    assert_null(eddy_jobinfo_state(NULL));
+    assert_int_equal(eddy_jobinfo_ntasks(NULL), 0);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_task(NULL, 0, &t), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_info_get(NULL));
+    assert_int_equal(errno, EINVAL);
+    eddy_jobinfo_destroy(NULL);
+    eddy_close(h);
+}
+
+static void test_list(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    const eddy_jobinfo_t *e;
+    eddy_joblist_t *l;
+    eddy_future_t *f;
+    json_t *req;
+    int status = 9;
+
+    errno = 0;
+    assert_null(eddy_job_list(h, 4));
+    assert_int_equal(errno, EINVAL);
+
+    assert_non_null(f = eddy_job_list(h, EDDY_JOB_LIST_ALL));
+    assert_non_null(l = eddy_job_list_get(f));
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.list");
+    assert_true(json_is_true(json_object_get(req, "all")));
+    json_decref(req);
+    assert_int_equal(eddy_joblist_count(l), 2);
+    assert_non_null(e = eddy_joblist_at(l, 0));
+    assert_int_equal(eddy_jobinfo_id(e), 1);
+    assert_string_equal(eddy_jobinfo_name(e), "a");
+    assert_int_equal(eddy_jobinfo_status(e, &status), 0);
+    assert_int_equal(status, 0);
+    assert_true(eddy_jobinfo_time(e, "submit") == 100.5);
+    assert_non_null(e = eddy_joblist_at(l, 1));
+    assert_true(eddy_jobinfo_id(e) == 9007199254740000ULL);
+    assert_string_equal(eddy_jobinfo_state(e), "SCHED");
+    assert_string_equal(eddy_jobinfo_reason(e), "waiting");
+    assert_int_equal(eddy_jobinfo_ntasks(e), 4);
+    assert_int_equal(eddy_jobinfo_status(e, &status), -1);
+    assert_non_null(strstr(eddy_jobinfo_json(e), "\"waiting\""));
+    errno = 0;
+    assert_null(eddy_joblist_at(l, 2));
+    assert_int_equal(errno, ERANGE);
+    eddy_joblist_destroy(l);
+
+    assert_non_null(f = eddy_job_list(h, 0));
+    assert_non_null(l = eddy_job_list_get(f));
+    req = last_request(fk, "job.list");
+    assert_true(json_is_false(json_object_get(req, "all")));
+    json_decref(req);
+    assert_int_equal(eddy_joblist_count(l), 1);
+    eddy_joblist_destroy(l);
+    eddy_future_destroy(f);
+    eddy_joblist_destroy(NULL);
+    eddy_close(h);
+}
+
+/* ---- control ---------------------------------------------------------- */
+
+static void test_control(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    eddy_future_t *f;
+    json_t *req;
+
+    /* signal */
+    errno = 0;
+    assert_null(eddy_job_signal(h, 1, 0, NULL));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_signal(h, 1, SIGTERM, "3-1"));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_signal(NULL, 1, SIGTERM, NULL));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(f = eddy_job_signal(h, 5, SIGUSR1, "0-3,8"));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.kill");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 5);
+    assert_int_equal(json_integer_value(json_object_get(req, "signum")),
+                     SIGUSR1);
+    assert_string_equal(json_string_value(json_object_get(req, "ranks")),
+                        "0-3,8");
+    json_decref(req);
+    assert_non_null(f = eddy_job_signal(h, 6, SIGKILL, NULL));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.kill");
+    assert_null(json_object_get(req, "ranks"));
+    assert_int_equal(json_integer_value(json_object_get(req, "signum")),
+                     SIGKILL);
+    json_decref(req);
+
+    /* cancel */
+    errno = 0;
+    assert_null(eddy_job_cancel(NULL, 1));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(f = eddy_job_cancel(h, 7));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.cancel");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 7);
+    json_decref(req);
+
+    /* stdin: body and raw payload */
+    errno = 0;
+    assert_null(eddy_job_stdin(h, 1, NULL, NULL, 3, false));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_stdin(h, 1, "x", "abc", 3, false));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(f = eddy_job_stdin(h, 8, NULL, "abc", 3, false));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job-io.stdin");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 8);
+    assert_string_equal(json_string_value(json_object_get(req, "ranks")),
+                        "all");
+    assert_true(json_is_false(json_object_get(req, "eof")));
+    json_decref(req);
+    pthread_mutex_lock(&fk->lock);
+    assert_int_equal(fk->last_len, 3);
+    assert_memory_equal(fk->last_payload, "abc", 3);
+    pthread_mutex_unlock(&fk->lock);
+    assert_non_null(f = eddy_job_stdin(h, 8, "2", NULL, 0, true));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job-io.stdin");
+    assert_string_equal(json_string_value(json_object_get(req, "ranks")), "2");
+    assert_true(json_is_true(json_object_get(req, "eof")));
+    json_decref(req);
+    pthread_mutex_lock(&fk->lock);
+    assert_int_equal(fk->last_len, 0);
+    pthread_mutex_unlock(&fk->lock);
+    eddy_close(h);
+}
+
+/* ---- eventlog --------------------------------------------------------- */
+
+static void test_eventlog(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    const char *name = NULL, *ctx = NULL;
+    eddy_future_t *f;
+    double ts = 0;
+    json_t *req;
+
+    errno = 0;
+    assert_null(eddy_job_event_watch(h, 1, 2));
+    assert_int_equal(errno, EINVAL);
+
+    assert_non_null(f = eddy_job_event_watch(h, 1, EDDY_JOB_EVENT_FOLLOW));
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), 0);
+    assert_true(ts == 1.5);
+    assert_string_equal(name, "submit");
+    {
+        json_t *c = json_loads(ctx, 0, NULL);
+        assert_non_null(c);
+        assert_int_equal(json_integer_value(json_object_get(c, "userid")), 7);
+        json_decref(c);
+    }
+    /* same entry again: same answer */
+    assert_int_equal(eddy_job_event_get(f, NULL, NULL, &ctx), 0);
+    assert_non_null(strstr(ctx, "userid"));
+    req = last_request(fk, "job.eventlog");
+    assert_true(json_is_true(json_object_get(req, "follow")));
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 1);
+    json_decref(req);
+    eddy_future_reset(f);
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), 0);
+    assert_true(ts == 2);
+    assert_string_equal(name, "start");
+    assert_string_equal(ctx, "{}");
+    eddy_future_reset(f);
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), 0);
+    assert_string_equal(name, "clean");
+    eddy_future_reset(f);
+    errno = 0;
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), -1);
+    assert_int_equal(errno, ENODATA);
+    eddy_future_destroy(f);
+
+    /* a broken entry; unknown job */
+    assert_non_null(f = eddy_job_event_watch(h, 2, 0));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), 0);
+        eddy_future_reset(f);
+    }
+    errno = 0;
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(eddy_future_error_string(f), "timestamp"));
+    eddy_future_destroy(f);
+    assert_non_null(f = eddy_job_event_watch(h, 99, 0));
+    errno = 0;
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), -1);
+    assert_int_equal(errno, ENOENT);
+    eddy_future_reset(f);
+    errno = 0;
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), -1);
+    assert_int_equal(errno, ENODATA);
+    eddy_future_destroy(f);
+
+    /* not an eventlog future */
+    assert_non_null(f = eddy_job_cancel(h, 1));
+    errno = 0;
+    assert_int_equal(eddy_job_event_get(f, &ts, &name, &ctx), -1);
+    assert_int_equal(errno, EINVAL);
+    eddy_future_destroy(f);
+    eddy_close(h);
+}
+
+/* ---- attach ----------------------------------------------------------- */
+
+struct output {
+    char log[512];
+    int calls;
+    eddy_future_t *destroy; /* destroy this from the first callback */
+};
+
+static void output_cb(eddy_jobid_t id,
+                      uint32_t rank,
+                      int stream,
+                      const void *data,
+                      size_t len,
+                      bool eof,
+                      void *arg)
+{
+    struct output *o = arg;
+    size_t n = strlen(o->log);
+
+    snprintf(o->log + n, sizeof(o->log) - n, "[%llu %u %s %s%.*s]",
+             (unsigned long long)id, rank,
+             stream == EDDY_JOB_STDOUT   ? "out"
+             : stream == EDDY_JOB_STDERR ? "err"
+                                         : "?",
+             eof ? "EOF" : "", (int)len, (const char *)data);
+    o->calls++;
+    if (o->destroy) {
+        eddy_future_destroy(o->destroy);
+        o->destroy = NULL;
+    }
+}
+
+static void attach_then_cb(eddy_future_t *f, void *arg)
+{
+    int *done = arg;
+
+    *done = eddy_rpc_get(f, NULL) == 0 ? 1 : -1;
+}
+
+static void test_attach(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct output out;
+    eddy_future_t *f;
+    int done = 0;
+
+    memset(&out, 0, sizeof(out));
+    errno = 0;
+    assert_null(eddy_job_attach(NULL, 1, output_cb, &out));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_attach(h, 1, NULL, &out));
+    assert_int_equal(errno, EINVAL);
+
+    /* everything, in order, then success */
+    assert_non_null(f = eddy_job_attach(h, 1, output_cb, &out));
+    assert_int_equal(eddy_future_wait_for(f, 10.0 * timeout_scale), 0);
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    assert_string_equal(out.log, "[1 0 out hello\n][1 1 err oops]"
+                                 "[1 0 out world\n][1 0 out EOF][1 1 err EOF]");
+    assert_int_equal(eddy_job_attach_dropped(f), 100);
+    assert_int_equal(eddy_rpc_get(f, NULL), 0); /* as often as asked */
+    eddy_future_destroy(f);
+
+    /* asynchronously, with a continuation run by uv_run() */
+    memset(&out, 0, sizeof(out));
+    assert_non_null(f = eddy_job_attach(h, 1, output_cb, &out));
+    assert_int_equal(
+        eddy_future_then(f, 10.0 * timeout_scale, attach_then_cb, &done), 0);
+    uv_run(eddy_get_loop(h), UV_RUN_DEFAULT);
+    assert_int_equal(done, 1);
+    assert_int_equal(out.calls, 5);
+    eddy_future_destroy(f);
+
+    /* unknown job: the service's error */
+    memset(&out, 0, sizeof(out));
+    assert_non_null(f = eddy_job_attach(h, 99, output_cb, &out));
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(f, NULL), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_string_equal(eddy_future_error_string(f), "job 99: no such job");
+    assert_int_equal(out.calls, 0);
+    assert_int_equal(eddy_job_attach_dropped(f), 0);
+    eddy_future_destroy(f);
+
+    /* a malformed record fails the attach and cancels the stream */
+    assert_non_null(f = eddy_job_attach(h, 3, output_cb, &out));
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(f, NULL), -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(eddy_future_error_string(f), "stream"));
+    eddy_future_destroy(f);
+    sync_fake(h);
+    pthread_mutex_lock(&fk->lock);
+    assert_int_equal(fk->cancels_ok, 1);
+    pthread_mutex_unlock(&fk->lock);
+
+    /* not an attach future */
+    assert_non_null(f = eddy_job_cancel(h, 1));
+    assert_int_equal(eddy_job_attach_dropped(f), 0);
+    eddy_future_destroy(f);
+    assert_int_equal(eddy_job_attach_dropped(NULL), 0);
+    eddy_close(h);
+}
+
+static void test_attach_detach(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct output out;
+    eddy_future_t *f;
+
+    memset(&out, 0, sizeof(out));
+    /* live output, then detach by destroying the future */
+    assert_non_null(f = eddy_job_attach(h, 2, output_cb, &out));
+    errno = 0;
+    assert_int_equal(eddy_future_wait_for(f, 0.3), -1);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_string_equal(out.log, "[2 0 out live\n]");
+    assert_false(eddy_future_is_ready(f));
+    eddy_future_destroy(f);
+    sync_fake(h);
+    pthread_mutex_lock(&fk->lock);
+    assert_int_equal(fk->cancels_ok, 1);
+    assert_int_equal(fk->cancels_bad, 0);
+    pthread_mutex_unlock(&fk->lock);
+
+    /* detach from inside the output callback */
+    memset(&out, 0, sizeof(out));
+    assert_non_null(f = eddy_job_attach(h, 2, output_cb, &out));
+    out.destroy = f;
+    /* not a wait on 'f' (it disappears), and no other request: the fake
+     * reads the cancel next */
+    while (out.calls == 0)
+        uv_run(eddy_get_loop(h), UV_RUN_ONCE);
+    assert_int_equal(out.calls, 1);
+    sync_fake(h);
+    pthread_mutex_lock(&fk->lock);
+    assert_int_equal(fk->cancels_ok, 2);
+    pthread_mutex_unlock(&fk->lock);
+
+    /* closing the handle with an attach in progress frees everything */
+    memset(&out, 0, sizeof(out));
+    assert_non_null(f = eddy_job_attach(h, 2, output_cb, &out));
+    assert_non_null(eddy_job_event_watch(h, 1, 0));
+    eddy_close(h);
+}
+
+int main(void)
+{
+    const char *s = getenv("EDDY_TEST_TIMEOUT_SCALE");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jobspec_encode),
+        cmocka_unit_test(test_jobspec_mpmd),
+        cmocka_unit_test(test_jobspec_errors),
+        cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_info, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_control, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eventlog, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attach_detach, setup, teardown),
+    };
+
+    if (s && atoi(s) > 0)
+        timeout_scale = atoi(s);
+    signal(SIGPIPE, SIG_IGN);
+    alarm((unsigned)(60 * timeout_scale));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
