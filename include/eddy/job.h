@@ -116,7 +116,7 @@ struct eddy_taskinfo {
     int appnum;             /* its task group (MPMD) */
     const char *executable; /* command[0] of its group */
     bool exited;
-    int status;             /* exit code or 128+signal, once exited */
+    int status; /* exit code or 128+signal, once exited */
 };
 
 eddy_future_t *eddy_job_info(eddy_t *h, eddy_jobid_t id);

@@ -15,6 +15,7 @@
 
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
+#include "src/common/topology.h"
 #include "bootstrap.h"
 #include "broker.h"
 
@@ -36,6 +37,8 @@ enum {
     OPT_LOG_LEVEL,
     OPT_HOSTNAME,
     OPT_CORES,
+    OPT_JOB_OUTPUT_CAP,
+    OPT_JOB_KILL_GRACE,
     OPT_HELP,
 };
 
@@ -55,6 +58,8 @@ static const struct option longopts[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"hostname", required_argument, NULL, OPT_HOSTNAME},
     {"cores", required_argument, NULL, OPT_CORES},
+    {"job-output-cap", required_argument, NULL, OPT_JOB_OUTPUT_CAP},
+    {"job-kill-grace", required_argument, NULL, OPT_JOB_KILL_GRACE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -65,6 +70,7 @@ static const char usage[] =
     "                   [--parent=ADDR:PORT] [--hosts=FILE] [--ready-fd=FD]\n"
     "                   [--heartbeat=SECONDS] [--heartbeat-timeout=SECONDS]\n"
     "                   [--log-level=N] [--hostname=NAME] [--cores=N]\n"
+    "                   [--job-output-cap=BYTES] [--job-kill-grace=SECONDS]\n"
     "Normally started by 'eddy start'.\n";
 
 static int parse_long(
@@ -116,6 +122,8 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
     o->heartbeat = 1.0;
     o->heartbeat_timeout = 5.0;
     o->log_level = LOG_LEVEL_INFO;
+    o->job_output_cap = BROKER_JOB_OUTPUT_CAP;
+    o->job_kill_grace = BROKER_JOB_KILL_GRACE;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -177,6 +185,15 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
             break;
         case OPT_CORES:
             if (parse_long("cores", optarg, 1, 1 << 16, &o->cores) < 0)
+                return -1;
+            break;
+        case OPT_JOB_OUTPUT_CAP:
+            if (parse_long("job-output-cap", optarg, 0, LONG_MAX, &v) < 0)
+                return -1;
+            o->job_output_cap = (uint64_t)v;
+            break;
+        case OPT_JOB_KILL_GRACE:
+            if (parse_seconds("job-kill-grace", optarg, &o->job_kill_grace) < 0)
                 return -1;
             break;
         case OPT_HELP:
@@ -379,6 +396,32 @@ const char *broker_hostname(const broker_t *b)
     return b->hostname;
 }
 
+void *broker_service_ctx(broker_t *b, const char *name)
+{
+    for (size_t i = 0; i < b->nsvcs; i++) {
+        if (b->svcs[i].inited && !strcmp(b->svcs[i].def->name, name))
+            return b->svcs[i].ctx;
+    }
+    return NULL;
+}
+
+bool broker_rank_lost(broker_t *b, uint32_t rank)
+{
+    const uint32_t *lost_by = overlay_lost_by(b);
+
+    return rank >= b->size || (lost_by && lost_by[rank] != TOPO_NONE);
+}
+
+uint64_t broker_job_output_cap(const broker_t *b)
+{
+    return b->opts.job_output_cap;
+}
+
+double broker_job_kill_grace(const broker_t *b)
+{
+    return b->opts.job_kill_grace;
+}
+
 struct uv_loop_s *broker_loop(broker_t *b)
 {
     return &b->loop;
@@ -462,6 +505,9 @@ again:
     }
     broker_unsubscribe_all(b);
     services_destroy(b);
+    /* Services destroyed their rpcs; what is left has no owner. */
+    uv_timer_stop(&b->rpc_timer);
+    rpc_fini(b);
     uv_close((uv_handle_t *)&b->sigterm, NULL);
     uv_close((uv_handle_t *)&b->sigint, NULL);
     /* Closing the handles restored the default action; a late SIGTERM
@@ -729,6 +775,10 @@ broker_t *broker_create(const struct broker_opts *o,
     b->hold_timer.data = b;
     b->reaper.data = b;
     b->handles_init = true;
+    if (rpc_init(b) < 0) {
+        errprintf(err, "out of memory");
+        goto error;
+    }
     if (build_topics(b, err) < 0 || overlay_create(b, bs, err) < 0)
         goto error;
     return b;
@@ -806,6 +856,7 @@ void broker_destroy(broker_t *b)
     if (uv_loop_close(&b->loop) != 0 && b->log)
         broker_log(b, LOG_LEVEL_WARNING, "event loop still busy at exit");
     conn_free_zombies(b);
+    rpc_fini(b);
     local_destroy(b);
     overlay_destroy(b);
     route_destroy(b->route);

@@ -8,6 +8,7 @@
  *               [--hosts=FILE] [--ready-fd=FD] [--heartbeat=SECONDS]
  *               [--heartbeat-timeout=SECONDS] [--log-level=N]
  *               [--hostname=NAME] [--cores=N]
+ *               [--job-output-cap=BYTES] [--job-kill-grace=SECONDS]
  *
  *   --rank, --size   place in the instance (--size may come from --hosts)
  *   --fanout         tree fanout (default 2)
@@ -27,6 +28,10 @@
  *   --heartbeat      idle-link heartbeat period (default 1 s)
  *   --heartbeat-timeout  a peer silent this long is lost (default 5 s)
  *   --log-level      3 err .. 7 debug (default 6 info)
+ *   --job-output-cap bytes of output kept per job by job-io at rank 0
+ *                    (default BROKER_JOB_OUTPUT_CAP)
+ *   --job-kill-grace seconds between SIGTERM and SIGKILL when a job is
+ *                    cancelled (default BROKER_JOB_KILL_GRACE)
  *   EDDY_BROKER_TRACE=1 prints every overlay message to stderr (=2: and
  *   every client message).
  *
@@ -109,6 +114,13 @@ struct bootstrap;
 /* Unauthenticated broker links at once: real children are few, and each
  * costs a read buffer until it times out. */
 #define BROKER_INBOUND_MAX 64
+/* Output kept per job (job-io): enough for any sane job's log, small
+ * enough that a runaway job cannot fill rank 0's memory. */
+#define BROKER_JOB_OUTPUT_CAP (64ull << 20)
+#define BROKER_JOB_KILL_GRACE 5.0 /* seconds from SIGTERM to SIGKILL */
+/* The origin id of requests the broker sends itself (broker_rpc()):
+ * connection ids count up from 1 and never get there. */
+#define BROKER_RPC_ORIGIN UINT64_MAX
 
 struct broker_opts {
     long rank; /* -1 if not given */
@@ -126,6 +138,8 @@ struct broker_opts {
     int log_level;
     const char *hostname;
     long cores; /* 0: detect from the CPU affinity mask */
+    uint64_t job_output_cap;
+    double job_kill_grace;
 };
 
 enum conn_kind {
@@ -237,6 +251,14 @@ struct broker {
      * BROKER_SHUTDOWN_HOLD_MS has passed. */
     unsigned shutdown_holds;
     bool holds_expired; /* BROKER_SHUTDOWN_HOLD_MS passed: go anyway */
+
+    /* broker_rpc() (rpc.c): live rpcs by matchtag, and the responses
+     * waiting to be handed to their callbacks from rpc_timer. */
+    keymap_t *rpcs;
+    uint32_t rpc_next_tag;
+    struct rpc_queued *rpc_head;
+    struct rpc_queued *rpc_tail;
+    uv_timer_t rpc_timer;
 };
 
 /* The table of compiled-in services (services.c), NULL-terminated. */
@@ -348,6 +370,24 @@ void broker_unsubscribe(broker_t *b, const broker_req_t *cancel);
 
 /* Whether 'origin' is an authenticated child broker (internal topics). */
 struct conn *broker_origin_child(broker_t *b, uint64_t origin);
+
+/* Route a request on behalf of 'origin' (a conn id, BROKER_RPC_ORIGIN, or 0
+ * for none); 'from' is the conn it arrived on, or NULL.  Steals msg. */
+void broker_route_request_origin(broker_t *b,
+                                 struct conn *from,
+                                 uint64_t origin,
+                                 msg_t *msg);
+
+/* --- rpc.c: broker-internal requests (service.h broker_rpc()) -------- */
+
+/* Set up / tear down the rpc state (broker_create, broker_destroy): the
+ * teardown frees every rpc still alive and drops queued responses. */
+int rpc_init(broker_t *b);
+void rpc_fini(broker_t *b);
+
+/* A response addressed to BROKER_RPC_ORIGIN (borrowed): queued for the
+ * rpc's callback. */
+void rpc_response(broker_t *b, const msg_t *msg);
 
 /* --- overlay.c ------------------------------------------------------ */
 

@@ -83,9 +83,13 @@ static bool wants_response(const msg_t *msg)
  * origin (or the broker itself, origin 0) swallows it. */
 static int send_to_origin(broker_t *b, uint64_t origin, const msg_t *msg)
 {
-    struct conn *c = conn_lookup(b, origin);
+    struct conn *c;
 
-    if (!c)
+    if (origin == BROKER_RPC_ORIGIN) {
+        rpc_response(b, msg);
+        return 0;
+    }
+    if (!(c = conn_lookup(b, origin)))
         return 0;
     return conn_send(c, msg);
 }
@@ -181,7 +185,10 @@ static int topic_cmp(const void *key, const void *elem)
     return strcmp(key, ((const struct topic_entry *)elem)->topic);
 }
 
-static void deliver_local(broker_t *b, struct conn *from, msg_t *msg)
+static void deliver_local(broker_t *b,
+                          struct conn *from,
+                          uint64_t origin,
+                          msg_t *msg)
 {
     const struct topic_entry *te;
     broker_req_t *req;
@@ -192,19 +199,19 @@ static void deliver_local(broker_t *b, struct conn *from, msg_t *msg)
         char text[MSG_TOPIC_MAX + 64];
         snprintf(text, sizeof(text), "rank %u: no service for topic '%s'",
                  b->rank, msg->topic);
-        send_error(b, from ? from->id : 0, msg, ENOSYS, text);
+        send_error(b, origin, msg, ENOSYS, text);
         msg_decref(msg);
         return;
     }
     if (!(req = calloc(1, sizeof(*req)))) {
-        send_error(b, from ? from->id : 0, msg, ENOMEM, "out of memory");
+        send_error(b, origin, msg, ENOMEM, "out of memory");
         msg_decref(msg);
         return;
     }
     req->refcount = 1;
     req->b = b;
     req->msg = msg;
-    req->origin = from ? from->id : 0;
+    req->origin = origin;
     req->userid = from && from->kind == CONN_CLIENT ? from->uid : b->uid;
     te->fn(req, te->svc->ctx);
     broker_req_decref(req);
@@ -215,10 +222,10 @@ static void deliver_local(broker_t *b, struct conn *from, msg_t *msg)
 /* Forward 'msg' (already resolved to a remote target) on 'link'. */
 static void forward_request(broker_t *b,
                             struct conn *from,
+                            uint64_t origin,
                             struct conn *link,
                             msg_t *msg)
 {
-    uint64_t origin = from ? from->id : 0;
     uint32_t origin_tag = msg->matchtag;
     struct route_entry *re = NULL;
     char text[MSG_TOPIC_MAX + 256];
@@ -274,12 +281,12 @@ static void forward_request(broker_t *b,
 
 /* A CANCEL follows its request: if we forwarded that request, the cancel
  * goes the same way with the same rewritten matchtag. */
-static bool forward_cancel(broker_t *b, struct conn *from, msg_t *msg)
+static bool forward_cancel(broker_t *b, uint64_t origin, msg_t *msg)
 {
     struct route_entry *re;
     struct conn *link;
 
-    re = route_by_origin(b->route, from ? from->id : 0, msg->matchtag);
+    re = route_by_origin(b->route, origin, msg->matchtag);
     if (!re)
         return false;
     if ((link = conn_lookup(b, re->out_id))) {
@@ -291,6 +298,14 @@ static bool forward_cancel(broker_t *b, struct conn *from, msg_t *msg)
 }
 
 void broker_route_request(broker_t *b, struct conn *from, msg_t *msg)
+{
+    broker_route_request_origin(b, from, from ? from->id : 0, msg);
+}
+
+void broker_route_request_origin(broker_t *b,
+                                 struct conn *from,
+                                 uint64_t origin,
+                                 msg_t *msg)
 {
     struct route_topo topo = {
         .rank = b->rank,
@@ -304,25 +319,25 @@ void broker_route_request(broker_t *b, struct conn *from, msg_t *msg)
     struct conn *link;
     bool cancel = (msg->flags & MSG_FLAG_CANCEL) != 0;
 
-    if (cancel && forward_cancel(b, from, msg))
+    if (cancel && forward_cancel(b, origin, msg))
         goto done;
     if ((hop = route_resolve(&topo, &target, &e)) == TOPO_NONE) {
-        send_error(b, from ? from->id : 0, msg, errno, e.text);
+        send_error(b, origin, msg, errno, e.text);
         goto done;
     }
     msg->rank = target;
     if (hop == b->rank) {
-        deliver_local(b, from, msg);
+        deliver_local(b, from, origin, msg);
         return;
     }
     /* A cancel for a remote request we no longer track: it already ended. */
     if (cancel)
         goto done;
     if (!(link = overlay_link(b, hop, &e))) {
-        send_error(b, from ? from->id : 0, msg, EHOSTUNREACH, e.text);
+        send_error(b, origin, msg, EHOSTUNREACH, e.text);
         goto done;
     }
-    forward_request(b, from, link, msg);
+    forward_request(b, from, origin, link, msg);
 done:
     msg_decref(msg);
 }

@@ -110,4 +110,80 @@ void broker_log(broker_t *b, int level, const char *fmt, ...)
 void broker_shutdown_hold(broker_t *b);
 void broker_shutdown_release(broker_t *b);
 
+/* --- requests from the broker itself (broker-internal RPC) ---------------
+ *
+ * A service sends a request to any rank (this one included) and gets the
+ * responses through a callback, like a client would.  Lifecycle:
+ *  1. broker_rpc() routes the request at once (to a local handler, or
+ *     toward 'rank' on the overlay) and returns the rpc object.
+ *  2. 'cb' is called once per response, always from the event loop, never
+ *     from inside broker_rpc() itself.  The message is borrowed for the
+ *     call.  A non-streaming rpc gets exactly one response; a streaming one
+ *     (BROKER_RPC_STREAMING) gets responses until one carries MSG_FLAG_EOS
+ *     or an errnum (an error always ends the stream).  A request that cannot
+ *     be routed, or whose target or a hop toward it is lost, ends with an
+ *     error response (EHOSTUNREACH and an errstr naming the rank), like any
+ *     request.  broker_rpc_done() says whether the final response came.
+ *  3. broker_rpc_cancel() asks the target to end a stream (a cancel
+ *     request, as a client would send): responses keep coming until the
+ *     service ends the stream.
+ *  4. broker_rpc_destroy() frees it: no callback is made after that.  If
+ *     the stream has not ended, a cancel is sent first.  Safe to call from
+ *     inside the rpc's own callback (the memory is freed after it returns).
+ * With BROKER_RPC_NORESPONSE no callback is ever made: the rpc is only a
+ * handle to destroy (or pass NULL 'cb' and destroy it at once).
+ */
+typedef struct broker_rpc broker_rpc_t;
+
+/* A response: 'msg' is borrowed; msg->errnum != 0 for an error response
+ * (its text is msg_errstr(msg)). */
+typedef void (*broker_rpc_f)(broker_rpc_t *rpc, const msg_t *msg, void *arg);
+
+enum {
+    BROKER_RPC_STREAMING = 0x01,  /* many responses wanted */
+    BROKER_RPC_NORESPONSE = 0x02, /* none wanted */
+};
+
+/* Send 'topic' to 'rank' (a real rank, EDDY_RANK_ANY or
+ * EDDY_RANK_UPSTREAM) with 'body' (stolen, also on failure; may be NULL)
+ * and 'data' (copied; may be NULL).  Returns the rpc (caller destroys with
+ * broker_rpc_destroy()), or NULL with errno EINVAL (bad topic, flags or
+ * body) or ENOMEM, in which case 'cb' is never called. */
+broker_rpc_t *broker_rpc(broker_t *b,
+                         const char *topic,
+                         uint32_t rank,
+                         int flags,
+                         json_t *body,
+                         const void *data,
+                         size_t len,
+                         broker_rpc_f cb,
+                         void *arg);
+
+/* Ask the target to end a streaming rpc.  No effect once it ended. */
+void broker_rpc_cancel(broker_rpc_t *rpc);
+
+/* True once the final response was delivered to the callback. */
+bool broker_rpc_done(const broker_rpc_t *rpc);
+
+/* The rank and topic the rpc was sent to (the rank as given). */
+uint32_t broker_rpc_rank(const broker_rpc_t *rpc);
+const char *broker_rpc_topic(const broker_rpc_t *rpc);
+
+/* Free 'rpc' (see above).  Accepts NULL, leaves errno alone. */
+void broker_rpc_destroy(broker_rpc_t *rpc);
+
+/* The context of the service named 'name' once its init() succeeded
+ * (services that work together, e.g. "job" and "job-io"), or NULL. */
+void *broker_service_ctx(broker_t *b, const char *name);
+
+/* --- the overlay, as rank 0's services need it ---------------------------- */
+
+/* True if 'rank' is known to be lost (this broker's view: at rank 0 every
+ * loss in the instance; elsewhere losses in its own subtree). */
+bool broker_rank_lost(broker_t *b, uint32_t rank);
+
+/* Job service tunables from the command line (broker.h). */
+uint64_t broker_job_output_cap(const broker_t *b);
+double broker_job_kill_grace(const broker_t *b);
+
 #endif /* !EDDY_BROKER_SERVICE_H */

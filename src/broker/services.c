@@ -7,10 +7,11 @@
 extern const struct service_def broker_service;
 extern const struct service_def overlay_service;
 extern const struct service_def exec_service;
+extern const struct service_def job_exec_service;
+extern const struct service_def job_service;
+extern const struct service_def job_io_service;
 
 const struct service_def *const broker_services[] = {
-    &broker_service,
-    &overlay_service,
-    &exec_service,
-    NULL,
+    &broker_service, &overlay_service, &exec_service, &job_exec_service,
+    &job_service,    &job_io_service,  NULL,
 };

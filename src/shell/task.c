@@ -18,6 +18,8 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,6 +325,22 @@ child_fail(int report_fd, int step, int fd)
     _exit(r.errnum == ENOENT ? 127 : 126);
 }
 
+/* The C library refuses to touch the signals it reserves for itself (32
+ * and 33 with glibc), so an "ignore" inherited from some ancestor would
+ * reach the task.  Reset them with the raw system call, which is
+ * async-signal-safe; the kernel's sigaction takes the handler first. */
+static void reset_reserved_signal(int sig)
+{
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        uint64_t mask;
+    } ksa = {.handler = SIG_DFL};
+
+    (void)syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+}
+
 /* Runs in the forked child with every signal blocked.  Only
  * async-signal-safe calls from here on. */
 static void __attribute__((noreturn))
@@ -335,8 +353,11 @@ child_main(const task_t *t, struct launch *l)
     /* Default dispositions before unblocking, so a pending signal cannot
      * run one of the shell's handlers in the child.  Errors are expected
      * for SIGKILL, SIGSTOP and the C library's internal signals. */
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)sigaction(sig, &l->dfl, NULL);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sigaction(sig, &l->dfl, NULL) < 0 && sig != SIGKILL
+            && sig != SIGSTOP)
+            reset_reserved_signal(sig);
+    }
 
     if (t->pgrp && setpgid(0, 0) < 0)
         child_fail(report, STEP_PGRP, -1);

@@ -121,3 +121,32 @@ wait_until() {
 unique_seconds() {
     echo $(( 100000 + ($$ * 32768 + RANDOM) % 800000 ))
 }
+
+# Processes of jobs of the instance with run directory $1 (default: ours):
+# every eddy-shell and every task (a process with EDDY_JOB_ID) whose
+# EDDY_URI points into that run directory.  Prints "PID COMM" per process.
+job_processes() {
+    local rundir=${1:-$INSTANCE_RUNDIR} p env comm
+    [ -n "$rundir" ] || return 0
+    for p in /proc/[0-9]*; do
+        env=$(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
+        grep -qF "EDDY_URI=local://$rundir/" <<<"$env" || continue
+        comm=$(cat "$p/comm" 2>/dev/null) || continue
+        if [ "$comm" = eddy-shell ] || grep -q '^EDDY_JOB_ID=' <<<"$env"; then
+            echo "${p#/proc/} $comm"
+        fi
+    done
+}
+
+no_job_processes() {
+    [ -z "$(job_processes "$@")" ]
+}
+
+# Wait (bounded) until no shell or task of our instance is left; say which
+# ones are when some are.
+check_no_job_processes() {
+    wait_until "${1:-15}" no_job_processes && return 0
+    echo "job processes left:" >&2
+    job_processes >&2
+    return 1
+}

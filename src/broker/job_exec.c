@@ -1,0 +1,1043 @@
+/* job_exec.c - the "job-exec" service of every broker: run one eddy-shell
+ * per job on this node and relay between it and rank 0.
+ *
+ * Protocol (docs/jobs-protocol.md):
+ *   job-exec.start       from rank 0, streaming, body JOBSLICE: spawn the
+ *                        shell; responses relay its events ("started",
+ *                        "exit", "exception"); EOS once it has exited
+ *   job-exec.kill        from rank 0: {"id","signum","ranks"?}
+ *   job-exec.stdin       from rank 0: {"id","rank","eof"} + payload
+ *   job-exec.shell-hello from the shell, streaming: first response is the
+ *                        JOBSLICE, later ones are commands ("kill",
+ *                        "stdin")
+ *   job-exec.shell-event from the shell: {"id","type",...}, relayed
+ *
+ * A job is "live" from its start request until the end of its start
+ * stream, which is sent only once the shell process has been reaped (so
+ * rank 0 never sees the end of a job whose shell still runs).  It is freed
+ * once its libuv handles (process, timer) are closed.  The shell runs in
+ * its own session (UV_PROCESS_DETACHED) and puts each task in a process
+ * group of its own, so the broker can signal both without the shell.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+#include <jansson.h>
+
+#include "src/broker/service.h"
+#include "src/common/errprintf.h"
+#include "src/common/idset.h"
+#include "src/common/jobslice.h"
+#include "src/common/log.h"
+
+/* A shell that has not said hello by then will not: its start failed in a
+ * way it could not report (e.g. it cannot reach the broker's socket). */
+#define JOB_EXEC_HELLO_TIMEOUT_MS 30000
+
+/* At shutdown the shells get SIGTERM (they pass it to their tasks), then
+ * SIGKILL after this long: well within the broker's 3 s shutdown hold. */
+#define JOB_EXEC_KILL_GRACE_MS 1500
+
+/* Stdin requests held for a shell that has not said hello yet; rank 0
+ * waits for each answer, so this is only a safety bound. */
+#define JOB_EXEC_STDIN_PENDING_MAX 256
+
+extern char **environ;
+
+struct jexec_ctx;
+
+/* A stdin request waiting for the shell's hello. */
+struct pending {
+    broker_req_t *req;
+    struct pending *next;
+};
+
+struct job {
+    struct jexec_ctx *ctx; /* NULL once the service is destroyed */
+    struct job *prev, *next;
+    uint64_t id;
+    json_t *slice;       /* the start request body, given to the shell */
+    struct jobslice *js; /* decoded */
+    broker_req_t *start; /* until the end of the start stream */
+    broker_req_t *hello; /* the shell's stream, while it is connected */
+    uint64_t hello_origin;
+    uv_process_t proc;
+    uv_timer_t timer; /* hello timeout, then the SIGKILL grace */
+    int handles;      /* initialized and not yet closed */
+    bool spawned;
+    bool hello_seen;
+    bool hello_timed_out;
+    bool exited;   /* shell reaped */
+    bool finished; /* start stream ended: no longer live */
+    int64_t exit_status;
+    int term_signal;
+    idset_t *reported; /* task ranks that sent "exit" or "exception" */
+    json_t *started;   /* the "tasks" of "started": [[rank, pid], ...] */
+    json_t *kills;     /* kill commands waiting for the hello */
+    struct pending *stdin_q, **stdin_tail;
+    unsigned stdin_n;
+};
+
+struct jexec_ctx {
+    broker_t *b;
+    bool shutting_down;
+    bool holding;
+    struct job *jobs; /* every job not yet freed */
+    char shell_path[PATH_MAX];
+};
+
+/* --- job lifetime ------------------------------------------------------- */
+
+static void pending_fail(struct job *j, int errnum, const char *why)
+{
+    struct pending *p;
+
+    while ((p = j->stdin_q)) {
+        j->stdin_q = p->next;
+        if (j->ctx)
+            broker_respond_error(p->req, errnum, "job %ju: rank %u: %s",
+                                 (uintmax_t)j->id, broker_rank(j->ctx->b), why);
+        broker_req_decref(p->req);
+        free(p);
+    }
+    j->stdin_tail = &j->stdin_q;
+    j->stdin_n = 0;
+}
+
+static void job_free(struct job *j)
+{
+    if (j->ctx) {
+        if (j->prev)
+            j->prev->next = j->next;
+        else
+            j->ctx->jobs = j->next;
+        if (j->next)
+            j->next->prev = j->prev;
+    }
+    pending_fail(j, EPIPE, "job ended");
+    broker_req_decref(j->start);
+    broker_req_decref(j->hello);
+    json_decref(j->slice);
+    json_decref(j->started);
+    json_decref(j->kills);
+    jobslice_destroy(j->js);
+    idset_destroy(j->reported);
+    free(j);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    struct job *j = h->data;
+
+    if (--j->handles == 0)
+        job_free(j);
+}
+
+static void job_close(struct job *j)
+{
+    uv_handle_t *hs[] = {(uv_handle_t *)&j->proc, (uv_handle_t *)&j->timer};
+
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (hs[i]->data == j && !uv_is_closing(hs[i]))
+            uv_close(hs[i], handle_closed);
+}
+
+static unsigned live_count(const struct jexec_ctx *ctx)
+{
+    unsigned n = 0;
+
+    for (const struct job *j = ctx->jobs; j; j = j->next)
+        if (!j->finished)
+            n++;
+    return n;
+}
+
+static void shutdown_release_check(struct jexec_ctx *ctx)
+{
+    if (ctx->holding && live_count(ctx) == 0) {
+        ctx->holding = false;
+        broker_log(ctx->b, LOG_LEVEL_DEBUG,
+                   "job-exec: every shell reaped after shutdown");
+        broker_shutdown_release(ctx->b);
+    }
+}
+
+static struct job *job_lookup(struct jexec_ctx *ctx, uint64_t id)
+{
+    for (struct job *j = ctx->jobs; j; j = j->next)
+        if (j->id == id && !j->finished)
+            return j;
+    return NULL;
+}
+
+/* Send one response on the start stream (body stolen); failures can only
+ * be logged: the stream belongs to rank 0. */
+static void start_respond(struct job *j, json_t *o, int flags)
+{
+    if (!o || broker_respond(j->start, o, NULL, 0, flags) < 0)
+        broker_log(j->ctx->b, LOG_LEVEL_ERR,
+                   "job-exec: job %ju: cannot respond to rank 0: %s",
+                   (uintmax_t)j->id, strerror(errno));
+}
+
+/* An exception for the task ranks that have not reported yet, naming the
+ * first one in "rank" (all of them in "ranks") and this broker in the
+ * note. */
+static void start_exception(struct job *j, int errnum, const char *note)
+{
+    uint32_t first = IDSET_INVALID;
+    idset_t *ranks = idset_create();
+    char *enc = NULL;
+    json_t *o;
+
+    for (uint32_t r = idset_first(j->js->tasks); r != IDSET_INVALID;
+         r = idset_next(j->js->tasks, r)) {
+        if (idset_test(j->reported, r))
+            continue;
+        if (first == IDSET_INVALID)
+            first = r;
+        if (ranks)
+            idset_set(ranks, r);
+    }
+    if (first == IDSET_INVALID)
+        first = idset_first(j->js->tasks);
+    if (ranks)
+        enc = idset_encode(ranks);
+    o = json_pack("{s:s s:I s:i s:s s:s}", "type", "exception", "rank",
+                  (json_int_t)first, "errnum", errnum, "note", note, "ranks",
+                  enc ? enc : "");
+    start_respond(j, o, 0);
+    free(enc);
+    idset_destroy(ranks);
+}
+
+/* The shell has been reaped: say what went wrong, if anything, and end
+ * the start stream. */
+static void job_finish(struct job *j)
+{
+    struct jexec_ctx *ctx = j->ctx;
+    char note[256];
+    bool all_reported = true;
+
+    if (j->finished || !ctx)
+        return;
+    j->finished = true;
+    for (uint32_t r = idset_first(j->js->tasks); r != IDSET_INVALID;
+         r = idset_next(j->js->tasks, r))
+        if (!idset_test(j->reported, r))
+            all_reported = false;
+    if (j->hello_timed_out) {
+        snprintf(note, sizeof(note),
+                 "job %ju: rank %u (%s): eddy-shell did not say hello within"
+                 " %d s",
+                 (uintmax_t)j->id, broker_rank(ctx->b), broker_hostname(ctx->b),
+                 JOB_EXEC_HELLO_TIMEOUT_MS / 1000);
+        start_exception(j, ETIMEDOUT, note);
+    } else if (j->term_signal || j->exit_status != 0 || !all_reported) {
+        if (j->term_signal)
+            snprintf(note, sizeof(note),
+                     "job %ju: rank %u (%s): eddy-shell killed by signal %d",
+                     (uintmax_t)j->id, broker_rank(ctx->b),
+                     broker_hostname(ctx->b), j->term_signal);
+        else if (j->exit_status != 0)
+            snprintf(note, sizeof(note),
+                     "job %ju: rank %u (%s): eddy-shell exited with status %d",
+                     (uintmax_t)j->id, broker_rank(ctx->b),
+                     broker_hostname(ctx->b), (int)j->exit_status);
+        else
+            snprintf(note, sizeof(note),
+                     "job %ju: rank %u (%s): eddy-shell exited before"
+                     " reporting every task",
+                     (uintmax_t)j->id, broker_rank(ctx->b),
+                     broker_hostname(ctx->b));
+        start_exception(j, j->term_signal ? EINTR : EIO, note);
+        broker_log(ctx->b, LOG_LEVEL_WARNING, "job-exec: %s", note);
+    }
+    if (broker_respond(j->start, NULL, NULL, 0, MSG_FLAG_EOS) < 0)
+        broker_log(ctx->b, LOG_LEVEL_ERR,
+                   "job-exec: job %ju: cannot end start stream: %s",
+                   (uintmax_t)j->id, strerror(errno));
+    broker_req_decref(j->start);
+    j->start = NULL;
+    if (j->hello) {
+        /* the shell is gone: end its stream (a no-op if disconnected) */
+        (void)broker_respond(j->hello, NULL, NULL, 0, MSG_FLAG_EOS);
+        broker_req_decref(j->hello);
+        j->hello = NULL;
+    }
+    pending_fail(j, EPIPE, "eddy-shell exited");
+    job_close(j);
+    shutdown_release_check(ctx);
+}
+
+/* --- signals ------------------------------------------------------------ */
+
+/* Signal every task process group the shell reported as started. */
+static void kill_task_groups(struct job *j, int signum)
+{
+    size_t i;
+    json_t *pair;
+
+    json_array_foreach(j->started, i, pair)
+    {
+        json_int_t pid = json_integer_value(json_array_get(pair, 1));
+        if (pid > 1)
+            (void)kill(-(pid_t)pid, signum);
+    }
+}
+
+static void kill_shell(struct job *j, int signum)
+{
+    if (j->spawned && !j->exited)
+        (void)kill(-j->proc.pid, signum);
+}
+
+/* Send the shell a command on its hello stream (body stolen). */
+static int hello_send(struct job *j, json_t *o, const void *data, size_t len)
+{
+    if (!o) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return broker_respond(j->hello, o, data, len, 0);
+}
+
+/* Deliver 'signum' to the tasks of 'ranks' (NULL: all): through the shell
+ * when it is connected; before its hello, queued for it (and SIGKILL also
+ * kills the shell at once); after it went away, straight to the task
+ * process groups it reported. */
+static int job_signal(struct job *j, int signum, const char *ranks)
+{
+    json_t *o;
+
+    if (j->exited)
+        return 0;
+    o = ranks ? json_pack("{s:s s:i s:s}", "type", "kill", "signum", signum,
+                          "ranks", ranks)
+              : json_pack("{s:s s:i}", "type", "kill", "signum", signum);
+    if (!o) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (j->hello)
+        return hello_send(j, o, NULL, 0);
+    if (!j->hello_seen) {
+        if (signum == SIGKILL && !ranks) {
+            json_decref(o);
+            kill_shell(j, SIGKILL);
+            return 0;
+        }
+        return json_array_append_new(j->kills, o) < 0 ? -1 : 0;
+    }
+    json_decref(o);
+    if (!ranks)
+        kill_task_groups(j, signum);
+    else {
+        idset_t *set = idset_decode(ranks, NULL);
+        size_t i;
+        json_t *pair;
+
+        json_array_foreach(j->started, i, pair)
+        {
+            json_int_t r = json_integer_value(json_array_get(pair, 0));
+            json_int_t pid = json_integer_value(json_array_get(pair, 1));
+            if (set && idset_test(set, (uint32_t)r) && pid > 1)
+                (void)kill(-(pid_t)pid, signum);
+        }
+        idset_destroy(set);
+    }
+    return 0;
+}
+
+/* Kill everything of the job now (rank 0 went away or cancelled). */
+static void job_kill_hard(struct job *j)
+{
+    (void)job_signal(j, SIGKILL, NULL);
+    kill_task_groups(j, SIGKILL);
+    kill_shell(j, SIGKILL);
+}
+
+/* --- shell process ------------------------------------------------------ */
+
+static void on_shell_exit(uv_process_t *h, int64_t exit_status, int term_signal)
+{
+    struct job *j = h->data;
+
+    j->exited = true;
+    j->exit_status = exit_status;
+    j->term_signal = term_signal;
+    uv_timer_stop(&j->timer);
+    if (!j->ctx)
+        return;
+    /* tasks the shell could not clean up (it was killed) must not stay */
+    if (term_signal)
+        kill_task_groups(j, SIGKILL);
+    broker_log(j->ctx->b, LOG_LEVEL_DEBUG,
+               "job-exec: job %ju: shell exited (status %jd, signal %d)",
+               (uintmax_t)j->id, (intmax_t)exit_status, term_signal);
+    job_finish(j);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct job *j = t->data;
+
+    if (j->exited || !j->ctx)
+        return;
+    if (!j->hello_seen && !j->ctx->shutting_down) {
+        j->hello_timed_out = true;
+        broker_log(j->ctx->b, LOG_LEVEL_WARNING,
+                   "job-exec: job %ju: shell pid %d silent for %d ms: killed",
+                   (uintmax_t)j->id, j->proc.pid, JOB_EXEC_HELLO_TIMEOUT_MS);
+    }
+    /* hello timeout or the end of the shutdown grace period */
+    kill_task_groups(j, SIGKILL);
+    kill_shell(j, SIGKILL);
+}
+
+/* Set or add NAME=VALUE in a NULL-terminated vector with room for it. */
+static int env_put(char **env, const char *name, const char *value)
+{
+    size_t n = strlen(name), i;
+    char *entry;
+
+    if (asprintf(&entry, "%s=%s", name, value) < 0)
+        return -1;
+    for (i = 0; env[i]; i++)
+        if (!strncmp(env[i], name, n) && env[i][n] == '=')
+            break;
+    if (env[i])
+        free(env[i]);
+    else
+        env[i + 1] = NULL;
+    env[i] = entry;
+    return 0;
+}
+
+static void env_free(char **env)
+{
+    if (env) {
+        for (size_t i = 0; env[i]; i++)
+            free(env[i]);
+        free(env);
+    }
+}
+
+/* The broker's environment plus EDDY_URI and EDDY_BROKER_RANK. */
+static char **shell_env(broker_t *b)
+{
+    size_t n = 0, i;
+    char **env;
+    char rank[16];
+
+    while (environ[n])
+        n++;
+    if (!(env = calloc(n + 3, sizeof(*env))))
+        return NULL;
+    for (i = 0; i < n; i++)
+        if (!(env[i] = strdup(environ[i])))
+            goto error;
+    snprintf(rank, sizeof(rank), "%u", broker_rank(b));
+    if (env_put(env, "EDDY_URI", broker_local_uri(b)) < 0 ||
+        env_put(env, "EDDY_BROKER_RANK", rank) < 0)
+        goto error;
+    return env;
+error:
+    env_free(env);
+    return NULL;
+}
+
+/* Spawn the shell; -1 with errno (uv_spawn's) on failure, the job's
+ * handles then being initialized all the same. */
+static int shell_spawn(struct job *j)
+{
+    struct jexec_ctx *ctx = j->ctx;
+    uv_process_options_t opts = {0};
+    uv_stdio_container_t stdio[3];
+    char arg0[] = "eddy-shell";
+    char jobarg[64];
+    char *argv[] = {arg0, jobarg, NULL};
+    char **env;
+    int rc;
+
+    snprintf(jobarg, sizeof(jobarg), "--jobid=%ju", (uintmax_t)j->id);
+    if (!(env = shell_env(ctx->b)))
+        return -1;
+    /* no stdin; diagnostics go where the broker's own go */
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 2;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    opts.exit_cb = on_shell_exit;
+    opts.file = ctx->shell_path;
+    opts.args = argv;
+    opts.env = env;
+    opts.flags = UV_PROCESS_DETACHED; /* own session and process group */
+    opts.stdio_count = 3;
+    opts.stdio = stdio;
+    j->proc.data = j;
+    j->handles++; /* uv_spawn initializes the handle even when it fails */
+    rc = uv_spawn(broker_loop(ctx->b), &j->proc, &opts);
+    env_free(env);
+    if (rc < 0) {
+        errno = -rc;
+        return -1;
+    }
+    j->spawned = true;
+    return 0;
+}
+
+/* --- handlers ----------------------------------------------------------- */
+
+static json_t *req_body(broker_req_t *req)
+{
+    return broker_req_msg(req)->body;
+}
+
+/* "id" of a request body: -1 EINVAL if missing or not a job ID. */
+static int get_id(json_t *body, uint64_t *id)
+{
+    json_t *v = json_object_get(body, "id");
+    json_int_t i;
+
+    if (!json_is_integer(v) || (i = json_integer_value(v)) < 0 ||
+        (uint64_t)i > JOBSLICE_ID_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    *id = (uint64_t)i;
+    return 0;
+}
+
+static void start_cancel(struct jexec_ctx *ctx, broker_req_t *req)
+{
+    for (struct job *j = ctx->jobs; j; j = j->next) {
+        if (!j->finished && j->start && broker_req_same(j->start, req)) {
+            broker_log(ctx->b, LOG_LEVEL_DEBUG,
+                       "job-exec: job %ju: start cancelled: killing",
+                       (uintmax_t)j->id);
+            job_kill_hard(j);
+        }
+    }
+}
+
+static void start_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    json_t *body = req_body(req);
+    struct jobslice *js = NULL;
+    struct job *j = NULL;
+    eddy_error_t err = {{0}};
+    char note[PATH_MAX + 256];
+    int errnum = EINVAL;
+
+    if (broker_req_is_cancel(req)) {
+        start_cancel(ctx, req);
+        return;
+    }
+
+    /* decode, validate */
+    if (!broker_req_is_streaming(req)) {
+        errnum = EPROTO;
+        snprintf(err.text, sizeof(err.text),
+                 "job-exec.start: must be a streaming request");
+        goto error;
+    }
+    if (!(js = jobslice_decode(body, &err))) {
+        errnum = errno;
+        goto error;
+    }
+    if (job_lookup(ctx, js->id)) {
+        errnum = EEXIST;
+        snprintf(err.text, sizeof(err.text), "job %ju: already running here",
+                 (uintmax_t)js->id);
+        goto error;
+    }
+    if (ctx->shutting_down) {
+        errnum = ECANCELED;
+        snprintf(err.text, sizeof(err.text), "broker is shutting down");
+        goto error;
+    }
+
+    /* act */
+    errnum = ENOMEM;
+    snprintf(err.text, sizeof(err.text), "out of memory");
+    if (!(j = calloc(1, sizeof(*j))))
+        goto error;
+    j->id = js->id;
+    j->js = js;
+    js = NULL;
+    j->stdin_tail = &j->stdin_q;
+    if (!(j->reported = idset_create()) || !(j->started = json_array()) ||
+        !(j->kills = json_array())) {
+        job_free(j);
+        goto error;
+    }
+    j->slice = json_incref(body);
+    j->start = broker_req_incref(req);
+    j->ctx = ctx;
+    if ((j->next = ctx->jobs))
+        j->next->prev = j;
+    ctx->jobs = j;
+    uv_timer_init(broker_loop(ctx->b), &j->timer);
+    j->timer.data = j;
+    j->handles++;
+    if (shell_spawn(j) < 0) {
+        errnum = errno;
+        snprintf(note, sizeof(note),
+                 "job %ju: rank %u (%s): cannot run eddy-shell '%s': %s",
+                 (uintmax_t)j->id, broker_rank(ctx->b), broker_hostname(ctx->b),
+                 ctx->shell_path, strerror(errnum));
+        broker_log(ctx->b, LOG_LEVEL_ERR, "job-exec: %s", note);
+        j->exited = true;
+        start_exception(j, errnum, note);
+        /* every rank is accounted for: no second exception at the end */
+        for (uint32_t r = idset_first(j->js->tasks); r != IDSET_INVALID;
+             r = idset_next(j->js->tasks, r))
+            (void)idset_set(j->reported, r);
+        job_finish(j);
+        return;
+    }
+    uv_timer_start(&j->timer, on_timer, JOB_EXEC_HELLO_TIMEOUT_MS, 0);
+    broker_log(ctx->b, LOG_LEVEL_DEBUG, "job-exec: job %ju: shell pid %d",
+               (uintmax_t)j->id, j->proc.pid);
+    return;
+error:
+    jobslice_destroy(js);
+    broker_respond_error(req, errnum, "rank %u: job-exec.start: %s",
+                         broker_rank(ctx->b), err.text);
+}
+
+static void kill_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    json_t *body = req_body(req);
+    json_t *sig = json_object_get(body, "signum");
+    json_t *ranks = json_object_get(body, "ranks");
+    const char *errmsg = NULL;
+    struct job *j;
+    uint64_t id;
+    idset_t *set;
+    int errnum = EINVAL;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (get_id(body, &id) < 0) {
+        errmsg = "job-exec.kill: 'id' must be a job ID";
+        goto error;
+    }
+    if (!json_is_integer(sig) || json_integer_value(sig) < 1 ||
+        json_integer_value(sig) >= NSIG) {
+        errmsg = "job-exec.kill: 'signum' must be a signal number";
+        goto error;
+    }
+    if (ranks) {
+        if (!json_is_string(ranks) ||
+            !(set = idset_decode(json_string_value(ranks), NULL))) {
+            errmsg = "job-exec.kill: 'ranks' must be an idset";
+            goto error;
+        }
+        idset_destroy(set);
+    }
+    if (!(j = job_lookup(ctx, id))) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (job_signal(j, (int)json_integer_value(sig), json_string_value(ranks)) <
+        0) {
+        broker_respond_error(req, errno, "job %ju: rank %u: kill: %s",
+                             (uintmax_t)id, broker_rank(ctx->b),
+                             strerror(errno));
+        return;
+    }
+    broker_respond(req, json_object(), NULL, 0, 0);
+    return;
+error:
+    broker_respond_error(req, errnum, "%s", errmsg);
+}
+
+/* Forward one stdin request to the connected shell and answer it. */
+static void stdin_forward(struct job *j, broker_req_t *req)
+{
+    const msg_t *msg = broker_req_msg(req);
+    json_t *body = req_body(req);
+    json_t *o = json_pack("{s:s s:O s:b}", "type", "stdin", "rank",
+                          json_object_get(body, "rank"), "eof",
+                          json_is_true(json_object_get(body, "eof")));
+
+    if (hello_send(j, o, msg->payload, msg->payload_len) < 0)
+        broker_respond_error(req, errno, "job %ju: rank %u: stdin: %s",
+                             (uintmax_t)j->id, broker_rank(j->ctx->b),
+                             strerror(errno));
+    else
+        broker_respond(req, json_object(), NULL, 0, 0);
+}
+
+static void stdin_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    json_t *body = req_body(req);
+    json_t *rank = json_object_get(body, "rank");
+    json_t *eof = json_object_get(body, "eof");
+    const char *errmsg = NULL;
+    struct pending *p;
+    struct job *j;
+    uint64_t id;
+    int errnum = EINVAL;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (get_id(body, &id) < 0) {
+        errmsg = "job-exec.stdin: 'id' must be a job ID";
+        goto error;
+    }
+    if (!json_is_integer(rank) || json_integer_value(rank) < 0 ||
+        json_integer_value(rank) > UINT32_MAX) {
+        errmsg = "job-exec.stdin: 'rank' must be a task rank";
+        goto error;
+    }
+    if (eof && !json_is_boolean(eof)) {
+        errmsg = "job-exec.stdin: 'eof' must be a boolean";
+        goto error;
+    }
+    if (!(j = job_lookup(ctx, id))) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (!j->js->has_stdin ||
+        !idset_test(j->js->tasks, (uint32_t)json_integer_value(rank))) {
+        errmsg = !j->js->has_stdin
+                     ? "job-exec.stdin: the job was started without stdin"
+                     : "job-exec.stdin: that task rank does not run here";
+        goto error;
+    }
+    if (j->hello) {
+        stdin_forward(j, req);
+        return;
+    }
+    if (j->hello_seen || j->exited) {
+        broker_respond_error(req, EPIPE, "job %ju: rank %u: shell is gone",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (j->stdin_n >= JOB_EXEC_STDIN_PENDING_MAX) {
+        broker_respond_error(req, EAGAIN,
+                             "job %ju: rank %u: shell not up yet and %u"
+                             " stdin messages already wait for it",
+                             (uintmax_t)id, broker_rank(ctx->b), j->stdin_n);
+        return;
+    }
+    if (!(p = calloc(1, sizeof(*p)))) {
+        errnum = ENOMEM;
+        errmsg = "out of memory";
+        goto error;
+    }
+    p->req = broker_req_incref(req);
+    *j->stdin_tail = p;
+    j->stdin_tail = &p->next;
+    j->stdin_n++;
+    return;
+error:
+    broker_respond_error(req, errnum, "%s", errmsg);
+}
+
+static void hello_cancel(struct jexec_ctx *ctx, broker_req_t *req)
+{
+    for (struct job *j = ctx->jobs; j; j = j->next) {
+        if (j->hello && broker_req_same(j->hello, req)) {
+            (void)broker_respond(j->hello, NULL, NULL, 0, MSG_FLAG_EOS);
+            broker_req_decref(j->hello);
+            j->hello = NULL;
+        }
+    }
+}
+
+static void hello_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    struct job *j;
+    struct pending *p;
+    json_t *o;
+    uint64_t id;
+    size_t i;
+
+    if (broker_req_is_cancel(req)) {
+        hello_cancel(ctx, req);
+        return;
+    }
+    if (!broker_req_is_streaming(req)) {
+        broker_respond_error(req, EPROTO,
+                             "job-exec.shell-hello: must be streaming");
+        return;
+    }
+    if (get_id(req_body(req), &id) < 0) {
+        broker_respond_error(req, EINVAL,
+                             "job-exec.shell-hello: 'id' must be a job ID");
+        return;
+    }
+    if (!(j = job_lookup(ctx, id)) || j->exited) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (j->hello_seen) {
+        broker_respond_error(req, EEXIST,
+                             "job %ju: rank %u: its shell already said hello",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (broker_respond(req, json_incref(j->slice), NULL, 0, 0) < 0) {
+        broker_log(ctx->b, LOG_LEVEL_ERR,
+                   "job-exec: job %ju: cannot answer hello: %s", (uintmax_t)id,
+                   strerror(errno));
+        return;
+    }
+    j->hello_seen = true;
+    j->hello = broker_req_incref(req);
+    j->hello_origin = broker_req_origin(req);
+    uv_timer_stop(&j->timer);
+    /* what came before the hello, in order */
+    json_array_foreach(j->kills, i, o)
+    {
+        (void)hello_send(j, json_incref(o), NULL, 0);
+    }
+    json_array_clear(j->kills);
+    while ((p = j->stdin_q)) {
+        j->stdin_q = p->next;
+        stdin_forward(j, p->req);
+        broker_req_decref(p->req);
+        free(p);
+    }
+    j->stdin_tail = &j->stdin_q;
+    j->stdin_n = 0;
+    if (ctx->shutting_down)
+        (void)job_signal(j, SIGTERM, NULL);
+}
+
+/* Check the event fields rank 0 relies on; NULL if fine, else why. */
+static const char *event_check(struct job *j, const json_t *body)
+{
+    const char *type = json_string_value(json_object_get(body, "type"));
+    json_t *rank = json_object_get(body, "rank");
+    json_t *tasks, *pair;
+    size_t i;
+
+    if (!type)
+        return "'type' must be a string";
+    if (!strcmp(type, "started")) {
+        tasks = json_object_get(body, "tasks");
+        if (!json_is_array(tasks))
+            return "started: 'tasks' must be an array";
+        json_array_foreach(tasks, i, pair)
+        {
+            if (!json_is_array(pair) || json_array_size(pair) != 2 ||
+                !json_is_integer(json_array_get(pair, 0)) ||
+                !json_is_integer(json_array_get(pair, 1)))
+                return "started: 'tasks' must hold [rank, pid] pairs";
+        }
+        return NULL;
+    }
+    if (strcmp(type, "exit") != 0 && strcmp(type, "exception") != 0)
+        return "'type' must be started, exit or exception";
+    if (!json_is_integer(rank) || json_integer_value(rank) < 0 ||
+        json_integer_value(rank) > UINT32_MAX ||
+        !idset_test(j->js->tasks, (uint32_t)json_integer_value(rank)))
+        return "'rank' must be a task rank of this node";
+    if (!strcmp(type, "exit") &&
+        !json_is_integer(json_object_get(body, "status")))
+        return "exit: 'status' must be an integer";
+    return NULL;
+}
+
+static void event_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    json_t *body = req_body(req);
+    const char *type, *why;
+    struct job *j;
+    json_t *o;
+    uint64_t id;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (get_id(body, &id) < 0) {
+        broker_respond_error(req, EINVAL,
+                             "job-exec.shell-event: 'id' must be a job ID");
+        return;
+    }
+    if (!(j = job_lookup(ctx, id))) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (!j->hello_seen || j->hello_origin != broker_req_origin(req)) {
+        broker_respond_error(req, EPERM,
+                             "job %ju: shell events come from its shell",
+                             (uintmax_t)id);
+        return;
+    }
+    if ((why = event_check(j, body))) {
+        broker_respond_error(req, EINVAL, "job-exec.shell-event: %s", why);
+        return;
+    }
+    type = json_string_value(json_object_get(body, "type"));
+    if (!strcmp(type, "started")) {
+        json_decref(j->started);
+        j->started = json_incref(json_object_get(body, "tasks"));
+    } else
+        idset_set(j->reported,
+                  (uint32_t)json_integer_value(json_object_get(body, "rank")));
+    /* relay without the id: the start stream is the job's already */
+    if (!(o = json_deep_copy(body))) {
+        broker_respond_error(req, ENOMEM, "out of memory");
+        return;
+    }
+    json_object_del(o, "id");
+    start_respond(j, o, 0);
+    broker_respond(req, json_object(), NULL, 0, 0);
+}
+
+/* --- service lifecycle -------------------------------------------------- */
+
+/* eddy-shell lives beside the broker executable (build tree and install
+ * alike); $EDDY_SHELL overrides, e.g. to run it under a debugger. */
+static void find_shell(struct jexec_ctx *ctx)
+{
+    const char *env = getenv("EDDY_SHELL");
+    char self[PATH_MAX];
+    ssize_t n;
+    char *slash;
+
+    if (env && *env) {
+        snprintf(ctx->shell_path, sizeof(ctx->shell_path), "%s", env);
+        return;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        if ((slash = strrchr(self, '/'))) {
+            *slash = '\0';
+            snprintf(ctx->shell_path, sizeof(ctx->shell_path),
+                     "%.*s/eddy-shell", PATH_MAX - 16, self);
+            return;
+        }
+    }
+    snprintf(ctx->shell_path, sizeof(ctx->shell_path), "eddy-shell");
+}
+
+static int jexec_init(broker_t *b, void **ctxp)
+{
+    struct jexec_ctx *ctx = calloc(1, sizeof(*ctx));
+
+    if (!ctx)
+        return -1;
+    ctx->b = b;
+    find_shell(ctx);
+    *ctxp = ctx;
+    return 0;
+}
+
+static void jexec_disconnect(void *arg, uint64_t origin)
+{
+    struct jexec_ctx *ctx = arg;
+
+    for (struct job *j = ctx->jobs; j; j = j->next) {
+        if (j->finished)
+            continue;
+        if (j->hello && j->hello_origin == origin) {
+            /* the shell hung up; its exit will end the job */
+            broker_req_decref(j->hello);
+            j->hello = NULL;
+        }
+        if (j->start && broker_req_origin(j->start) == origin) {
+            broker_log(ctx->b, LOG_LEVEL_WARNING,
+                       "job-exec: job %ju: rank 0 link gone: killing",
+                       (uintmax_t)j->id);
+            job_kill_hard(j);
+        }
+    }
+}
+
+/* SIGTERM every shell (it passes it to its tasks and reports their exit),
+ * SIGKILL after a grace period, and hold the broker's exit until each has
+ * been reaped and its start stream ended. */
+static void jexec_shutdown(void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    unsigned n;
+
+    if (ctx->shutting_down)
+        return;
+    ctx->shutting_down = true;
+    for (struct job *j = ctx->jobs; j; j = j->next) {
+        if (j->finished || j->exited)
+            continue;
+        kill_shell(j, SIGTERM);
+        uv_timer_stop(&j->timer);
+        uv_timer_start(&j->timer, on_timer, JOB_EXEC_KILL_GRACE_MS, 0);
+    }
+    if ((n = live_count(ctx)) > 0) {
+        broker_log(ctx->b, LOG_LEVEL_DEBUG,
+                   "job-exec: shutdown: waiting for %u shells", n);
+        ctx->holding = true;
+        broker_shutdown_hold(ctx->b);
+    }
+}
+
+static void jexec_destroy(void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    struct job *j, *next;
+    int saved_errno = errno;
+
+    if (!ctx)
+        return;
+    if (live_count(ctx) > 0)
+        broker_log(ctx->b, LOG_LEVEL_WARNING,
+                   "job-exec: %u shells not reaped at exit: killed",
+                   live_count(ctx));
+    for (j = ctx->jobs; j; j = next) {
+        next = j->next;
+        if (!j->exited) {
+            kill_task_groups(j, SIGKILL);
+            kill_shell(j, SIGKILL);
+        }
+        pending_fail(j, ECANCELED, "broker exiting");
+        j->finished = true;
+        j->ctx = NULL;
+        j->prev = j->next = NULL;
+        broker_req_decref(j->start);
+        j->start = NULL;
+        broker_req_decref(j->hello);
+        j->hello = NULL;
+        job_close(j);
+    }
+    free(ctx);
+    errno = saved_errno;
+}
+
+static const struct service_handler jexec_handlers[] = {
+    {"job-exec.start", start_handler},
+    {"job-exec.kill", kill_handler},
+    {"job-exec.stdin", stdin_handler},
+    {"job-exec.shell-hello", hello_handler},
+    {"job-exec.shell-event", event_handler},
+    {NULL, NULL},
+};
+
+const struct service_def job_exec_service = {
+    .name = "job-exec",
+    .handlers = jexec_handlers,
+    .init = jexec_init,
+    .disconnect = jexec_disconnect,
+    .shutdown = jexec_shutdown,
+    .destroy = jexec_destroy,
+};
