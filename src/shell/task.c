@@ -354,8 +354,8 @@ child_main(const task_t *t, struct launch *l)
      * run one of the shell's handlers in the child.  Errors are expected
      * for SIGKILL, SIGSTOP and the C library's internal signals. */
     for (int sig = 1; sig < NSIG; sig++) {
-        if (sigaction(sig, &l->dfl, NULL) < 0 && sig != SIGKILL
-            && sig != SIGSTOP)
+        if (sigaction(sig, &l->dfl, NULL) < 0 && sig != SIGKILL &&
+            sig != SIGSTOP)
             reset_reserved_signal(sig);
     }
 
