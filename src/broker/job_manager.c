@@ -156,6 +156,7 @@ struct job_manager {
     size_t nheld;
     uv_timer_t timer; /* discovery retries, then lost-rank checks */
     uv_timer_t sched_timer;
+    int closing; /* timers whose close callback is still to come */
     struct fanout *fanouts;
     bool shutdown;
 };
@@ -1529,6 +1530,14 @@ static void jm_disconnect(void *ctx, uint64_t origin)
     }
 }
 
+static void jm_timer_closed(uv_handle_t *h)
+{
+    struct job_manager *jm = h->data;
+
+    if (--jm->closing == 0)
+        free(jm);
+}
+
 static void jm_destroy(void *ctx)
 {
     struct job_manager *jm = ctx;
@@ -1547,16 +1556,20 @@ static void jm_destroy(void *ctx)
         broker_rpc_destroy(jm->disc[r]);
     for (uint32_t r = 0; jm->hostnames && r < broker_size(jm->b); r++)
         free(jm->hostnames[r]);
-    if (jm->active) {
-        uv_close((uv_handle_t *)&jm->timer, NULL);
-        uv_close((uv_handle_t *)&jm->sched_timer, NULL);
-    }
     free(jm->hostnames);
     free(jm->known);
     free(jm->disc);
     sched_destroy(jm->sched);
     rpool_destroy(jm->pool);
     keymap_destroy(jm->jobs);
+    if (jm->active) {
+        /* libuv still holds the embedded timers until their close
+         * callbacks run: free the struct from the last one. */
+        jm->closing = 2;
+        uv_close((uv_handle_t *)&jm->timer, jm_timer_closed);
+        uv_close((uv_handle_t *)&jm->sched_timer, jm_timer_closed);
+        return;
+    }
     free(jm);
 }
 
