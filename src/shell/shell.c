@@ -102,13 +102,12 @@ static void report_exception(struct shell *sh,
                              int errnum,
                              const char *why)
 {
-    char note[512];
-
-    snprintf(note, sizeof(note), "job %ju: %s", (uintmax_t)sh->id, why);
+    /* The note is stored with the job, so it need not name it; 'why'
+     * already names the task rank, the program and the error. */
     st->reported = true;
     send_event(sh,
                json_pack("{s:s s:I s:i s:s}", "type", "exception", "rank",
-                         (json_int_t)st->rank, "errnum", errnum, "note", note));
+                         (json_int_t)st->rank, "errnum", errnum, "note", why));
 }
 
 static void report_exit(struct shell *sh, struct stask *st)
