@@ -77,6 +77,11 @@ int eddy_jobspec_clearenv(eddy_jobspec_t *js);
 /* Working directory of the tasks (default: the caller's at submit). */
 int eddy_jobspec_set_cwd(eddy_jobspec_t *js, const char *cwd);
 
+/* Stdin of the tasks: by default they read /dev/null.  With 'enable'
+ * the job is submitted so that its tasks read what eddy_job_stdin()
+ * sends (until it sends eof).  -1 with errno EINVAL if 'js' is NULL. */
+int eddy_jobspec_set_stdin(eddy_jobspec_t *js, bool enable);
+
 /* Time limit in seconds (0: none), and a name for listings. */
 int eddy_jobspec_set_duration(eddy_jobspec_t *js, double seconds);
 int eddy_jobspec_set_name(eddy_jobspec_t *js, const char *name);

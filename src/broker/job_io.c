@@ -5,11 +5,20 @@
  * records in arrival order, so the output of one task stream stays in
  * order and attachers see every record exactly once: job-io.attach
  * replays the log from the start, then follows it live until the job is
- * INACTIVE (job.h: the job manager says so).  A job's log is capped
- * (--job-output-cap, 64 MiB by default, record overhead included);
- * beyond it output is counted, not kept, and attachers are told how many
- * bytes were dropped.  EOF records are always kept (at most two per
- * task), so attachers can tell which streams closed.
+ * INACTIVE (job.h: the job manager says so).  Replay and follow are one
+ * loop: each attacher has a cursor into the record sequence and is sent
+ * records while its credit window (job-io.credit) has room.
+ *
+ * The stored log is capped (--job-output-cap, 64 MiB by default, record
+ * overhead included): it only bounds what is kept for later attachers.
+ * Output beyond it is still appended, but held only until every current
+ * attacher has been sent it; the job-io.write that brought it is answered
+ * (the shell's credit) only then.  So attachers present while the job
+ * runs get every byte, a slow one slows the job down like a terminal
+ * would, and memory stays bounded by the cap plus 1 MiB per shell.
+ * Later attachers are told how many bytes the log lacks ({"dropped"}).
+ * EOF records are always stored (at most two per task), so attachers can
+ * tell which streams closed.
  *
  * job-io.stdin is decoded here and forwarded by the job manager, which
  * knows where the tasks run (job_manager_stdin()).
@@ -30,18 +39,34 @@ enum { STREAM_STDOUT = 0, STREAM_STDERR = 1 };
 
 static const char *const stream_names[] = {"stdout", "stderr"};
 
+/* An attacher is sent output while fewer than this many payload bytes
+ * wait for its job-io.credit (docs/jobs-protocol.md). */
+enum { ATTACH_WINDOW = 4 << 20 };
+
+/* One piece of output (or an EOF).  Records within the cap are "stored":
+ * they stay for later attachers.  Records beyond it are held only until
+ * every current attacher has been sent them; the job-io.write that
+ * brought one is answered when it is freed, so a slow attacher slows the
+ * job's output down instead of losing it. */
 struct record {
-    struct record *next;
+    struct record *prev, *next;
+    uint64_t seq;        /* position in the job's record sequence */
+    broker_req_t *write; /* held job-io.write (beyond the cap), or NULL */
     uint32_t rank;
     uint8_t stream;
     bool eof;
+    bool stored;
     size_t len;
     char data[];
 };
 
 struct attacher {
     broker_req_t *req;
-    struct record *last; /* last record sent, NULL if none yet */
+    uint64_t key;            /* chosen by the client, matches its credits */
+    struct record *next_rec; /* next record to send, NULL: caught up */
+    uint64_t next_seq;       /* its seq (the job's next_seq if caught up) */
+    size_t unacked;          /* payload bytes sent, not yet credited */
+    uint64_t missed;         /* output bytes freed before it attached */
     struct attacher *next;
 };
 
@@ -49,11 +74,15 @@ struct io_job {
     uint64_t id;
     uint32_t ntasks;
     struct record *head, *tail;
-    uint64_t kept;    /* bytes held, record overhead included */
-    uint64_t dropped; /* output bytes beyond the cap */
+    struct record *spill; /* first record appended once full (or NULL) */
+    uint64_t next_seq;
+    uint64_t kept;    /* bytes stored, record overhead included */
+    uint64_t dropped; /* output bytes not stored (beyond the cap) */
+    uint64_t freed;   /* of those, bytes no longer held for anyone */
+    bool full;        /* the cap was reached: later output is not stored */
     idset_t *eof[2];  /* task ranks whose stream reached EOF */
     bool inactive;
-    struct attacher *attachers;
+    struct attacher *attachers; /* oldest first */
 };
 
 struct job_io {
@@ -81,27 +110,93 @@ static json_t *record_json(const struct record *r)
     return o;
 }
 
-/* Send 'a' the records after the last one it got. */
+/* Send 'a' the records after its cursor while its window has room. */
 static void attacher_feed(struct io_job *j, struct attacher *a)
 {
-    struct record *r = a->last ? a->last->next : j->head;
+    struct record *r;
 
-    for (; r; r = r->next) {
+    while ((r = a->next_rec) && a->unacked < ATTACH_WINDOW) {
         broker_respond(a->req, record_json(r), r->len ? r->data : NULL, r->len,
                        0);
-        a->last = r;
+        a->unacked += r->len;
+        a->next_rec = r->next;
+        a->next_seq = r->next ? r->next->seq : j->next_seq;
     }
 }
 
-/* The end of an attacher's stream: what was dropped, then EOS. */
-static void attacher_end(struct io_job *j, struct attacher *a)
+/* The end of an attacher's stream (it has been sent every record): what
+ * it missed, then EOS. */
+static void attacher_end(struct attacher *a)
 {
-    attacher_feed(j, a);
-    if (j->dropped)
+    if (a->missed)
         broker_respond(a->req,
-                       json_pack("{s:I}", "dropped", (json_int_t)j->dropped),
+                       json_pack("{s:I}", "dropped", (json_int_t)a->missed),
                        NULL, 0, 0);
     broker_respond(a->req, NULL, NULL, 0, MSG_FLAG_EOS);
+}
+
+static void record_unlink(struct io_job *j, struct record *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        j->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        j->tail = r->prev;
+    if (j->spill == r)
+        j->spill = r->next;
+}
+
+/* Free a record and answer the write it held back. */
+static void record_free(struct record *r)
+{
+    if (r->write) {
+        broker_respond(r->write, json_object(), NULL, 0, 0);
+        broker_req_decref(r->write);
+    }
+    free(r);
+}
+
+/* Free the records beyond the cap that every current attacher has been
+ * sent (all of them if nobody is attached). */
+static void job_gc(struct io_job *j)
+{
+    uint64_t min = UINT64_MAX;
+    struct record *r, *next;
+
+    for (struct attacher *a = j->attachers; a; a = a->next)
+        if (a->next_seq < min)
+            min = a->next_seq;
+    for (r = j->spill; r && r->seq < min; r = next) {
+        next = r->next;
+        if (r->stored)
+            continue;
+        record_unlink(j, r);
+        j->freed += r->len;
+        record_free(r);
+    }
+}
+
+/* Feed every attacher, end those that got everything of an INACTIVE
+ * job, and free what nobody needs any more. */
+static void job_pump(struct io_job *j)
+{
+    struct attacher **pp = &j->attachers;
+
+    while (*pp) {
+        struct attacher *a = *pp;
+
+        attacher_feed(j, a);
+        if (j->inactive && !a->next_rec) {
+            *pp = a->next;
+            attacher_end(a);
+            attacher_free(a);
+        } else
+            pp = &a->next;
+    }
+    job_gc(j);
 }
 
 static void io_job_destroy(struct io_job *j)
@@ -116,7 +211,7 @@ static void io_job_destroy(struct io_job *j)
     while (j->head) {
         struct record *r = j->head;
         j->head = r->next;
-        free(r);
+        record_free(r);
     }
     idset_destroy(j->eof[0]);
     idset_destroy(j->eof[1]);
@@ -155,12 +250,7 @@ void job_io_job_inactive(struct job_io *io, uint64_t id)
     if (!j)
         return;
     j->inactive = true;
-    while (j->attachers) {
-        struct attacher *a = j->attachers;
-        j->attachers = a->next;
-        attacher_end(j, a);
-        attacher_free(a);
-    }
+    job_pump(j);
 }
 
 void job_io_job_remove(struct job_io *io, uint64_t id)
@@ -217,38 +307,55 @@ static struct io_job *req_job(struct job_io *io,
     return j;
 }
 
+/* Add a record at the end of the log.  Data beyond the cap is held for
+ * the current attachers only, and keeps 'write' (if not NULL) to answer
+ * once freed: then *held is set.  -1 with ENOMEM. */
 static int append(struct job_io *io,
                   struct io_job *j,
                   uint32_t rank,
                   int stream,
                   bool eof,
                   const void *data,
-                  size_t len)
+                  size_t len,
+                  broker_req_t *write,
+                  bool *held)
 {
     struct record *r;
     uint64_t cost = sizeof(*r) + len;
 
-    if (!eof && j->kept + cost > io->cap) {
-        j->dropped += len;
-        return 0;
-    }
+    if (!eof && !j->full && j->kept + cost > io->cap)
+        j->full = true; /* from here on the stored log lacks output */
     if (!(r = malloc(sizeof(*r) + len)))
         return -1;
     memset(r, 0, sizeof(*r));
+    r->seq = j->next_seq++;
     r->rank = rank;
     r->stream = (uint8_t)stream;
     r->eof = eof;
+    r->stored = eof || !j->full;
     r->len = len;
     if (len)
         memcpy(r->data, data, len);
+    r->prev = j->tail;
     if (j->tail)
         j->tail->next = r;
     else
         j->head = r;
     j->tail = r;
-    j->kept += cost;
+    if (j->full && !j->spill)
+        j->spill = r;
+    if (r->stored)
+        j->kept += cost;
+    else {
+        j->dropped += len;
+        if (write) {
+            r->write = broker_req_incref(write);
+            *held = true;
+        }
+    }
     for (struct attacher *a = j->attachers; a; a = a->next)
-        attacher_feed(j, a);
+        if (!a->next_rec)
+            a->next_rec = r;
     return 0;
 }
 
@@ -260,6 +367,7 @@ static void write_req(broker_req_t *req, void *ctx)
     json_int_t rank;
     const char *stream;
     int eof = 0, s;
+    bool held = false;
 
     if (broker_req_is_cancel(req) || !(j = req_job(io, req, NULL)))
         return;
@@ -297,46 +405,78 @@ static void write_req(broker_req_t *req, void *ctx)
                              j->id, (long long)rank, stream);
         return;
     }
-    if ((msg->payload_len > 0 && append(io, j, (uint32_t)rank, s, false,
-                                        msg->payload, msg->payload_len) < 0) ||
-        (eof && (idset_set(j->eof[s], (uint32_t)rank) < 0 ||
-                 append(io, j, (uint32_t)rank, s, true, NULL, 0) < 0))) {
-        broker_respond_error(req, ENOMEM, "job %" PRIu64 ": out of memory",
-                             j->id);
+    if ((msg->payload_len > 0 &&
+         append(io, j, (uint32_t)rank, s, false, msg->payload, msg->payload_len,
+                req, &held) < 0) ||
+        (eof &&
+         (idset_set(j->eof[s], (uint32_t)rank) < 0 ||
+          append(io, j, (uint32_t)rank, s, true, NULL, 0, NULL, &held) < 0))) {
+        /* a held record answers 'req' when freed: answer nothing here */
+        if (!held)
+            broker_respond_error(req, ENOMEM, "job %" PRIu64 ": out of memory",
+                                 j->id);
+        job_pump(j);
         return;
     }
-    broker_respond(req, json_object(), NULL, 0, 0);
+    /* Answer now unless a record beyond the cap holds the answer back
+     * (job_pump() may free it, and so answer, at once). */
+    if (!held)
+        broker_respond(req, json_object(), NULL, 0, 0);
+    job_pump(j);
+}
+
+/* Find the attacher that 'req' (a cancel) cancels, and its job. */
+static struct attacher *attacher_unlink_req(struct job_io *io,
+                                            broker_req_t *req,
+                                            struct io_job **jp)
+{
+    void **v = NULL;
+    size_t n = 0;
+
+    if (!io->active || keymap_values(io->jobs, &v, &n) < 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct io_job *j = v[i];
+        for (struct attacher **pp = &j->attachers; *pp; pp = &(*pp)->next) {
+            if (broker_req_same((*pp)->req, req)) {
+                struct attacher *a = *pp;
+                *pp = a->next;
+                *jp = j;
+                free(v);
+                return a;
+            }
+        }
+    }
+    free(v);
+    return NULL;
 }
 
 static void attach_req(broker_req_t *req, void *ctx)
 {
     struct job_io *io = ctx;
+    const msg_t *msg;
     struct io_job *j;
-    struct attacher *a;
-    void **v = NULL;
-    size_t n = 0;
+    struct attacher *a, **pp;
+    json_int_t key = 0;
 
     if (broker_req_is_cancel(req)) {
-        if (!io->active || keymap_values(io->jobs, &v, &n) < 0)
-            return;
-        for (size_t i = 0; i < n; i++) {
-            j = v[i];
-            for (struct attacher **pp = &j->attachers; *pp; pp = &(*pp)->next) {
-                if (broker_req_same((*pp)->req, req)) {
-                    a = *pp;
-                    *pp = a->next;
-                    broker_respond_error(a->req, ENODATA, NULL);
-                    attacher_free(a);
-                    free(v);
-                    return;
-                }
-            }
+        if ((a = attacher_unlink_req(io, req, &j))) {
+            broker_respond_error(a->req, ENODATA, NULL);
+            attacher_free(a);
+            job_pump(j); /* what it held back may go */
         }
-        free(v);
         return;
     }
     if (!(j = req_job(io, req, NULL)))
         return;
+    msg = broker_req_msg(req);
+    if (json_unpack(msg->body, "{s?I}", "key", &key) < 0) {
+        broker_respond_error(req, EPROTO,
+                             "job %" PRIu64 ": job-io.attach: expected "
+                             "{\"id\", \"key\"?: integer}",
+                             j->id);
+        return;
+    }
     if (!broker_req_is_streaming(req)) {
         broker_respond_error(req, EPROTO,
                              "job-io.attach must be a streaming request");
@@ -348,14 +488,49 @@ static void attach_req(broker_req_t *req, void *ctx)
         return;
     }
     a->req = broker_req_incref(req);
-    if (j->inactive) {
-        attacher_end(j, a);
-        attacher_free(a);
+    a->key = (uint64_t)key;
+    a->next_rec = j->head;
+    a->next_seq = j->head ? j->head->seq : j->next_seq;
+    a->missed = j->freed;
+    for (pp = &j->attachers; *pp; pp = &(*pp)->next)
+        ;
+    *pp = a;
+    job_pump(j);
+}
+
+/* job-io.credit {"id", "key", "bytes"}: the client delivered 'bytes' of
+ * output of its attach with that key.  Usually sent NORESPONSE.  Credits
+ * go to the oldest matching attacher first, so a client that attaches
+ * twice with one key still gets what it acknowledged. */
+static void credit_req(broker_req_t *req, void *ctx)
+{
+    struct job_io *io = ctx;
+    const msg_t *msg = broker_req_msg(req);
+    struct io_job *j;
+    json_int_t key = 0, bytes;
+    uint64_t origin = broker_req_origin(req);
+
+    if (broker_req_is_cancel(req) || !(j = req_job(io, req, NULL)))
+        return;
+    if (json_unpack(msg->body, "{s?I s:I}", "key", &key, "bytes", &bytes) < 0 ||
+        bytes < 0) {
+        broker_respond_error(req, EPROTO,
+                             "job %" PRIu64 ": job-io.credit: expected "
+                             "{\"id\", \"key\"?, \"bytes\": integer >= 0}",
+                             j->id);
         return;
     }
-    attacher_feed(j, a);
-    a->next = j->attachers;
-    j->attachers = a;
+    for (struct attacher *a = j->attachers; a && bytes > 0; a = a->next) {
+        size_t take;
+
+        if (broker_req_origin(a->req) != origin || a->key != (uint64_t)key)
+            continue;
+        take = (uint64_t)bytes < a->unacked ? (size_t)bytes : a->unacked;
+        a->unacked -= take;
+        bytes -= (json_int_t)take;
+    }
+    broker_respond(req, json_object(), NULL, 0, 0);
+    job_pump(j);
 }
 
 static void stdin_req(broker_req_t *req, void *ctx)
@@ -398,14 +573,19 @@ static void io_disconnect(void *ctx, uint64_t origin)
     for (size_t i = 0; i < n; i++) {
         struct io_job *j = v[i];
         struct attacher **pp = &j->attachers;
+        bool gone = false;
+
         while (*pp) {
             struct attacher *a = *pp;
             if (broker_req_origin(a->req) == origin) {
                 *pp = a->next;
                 attacher_free(a);
+                gone = true;
             } else
                 pp = &a->next;
         }
+        if (gone)
+            job_pump(j); /* what they held back may go */
     }
     free(v);
 }
@@ -450,6 +630,7 @@ static int io_init(broker_t *b, void **ctx)
 static const struct service_handler handlers[] = {
     {"job-io.write", write_req},
     {"job-io.attach", attach_req},
+    {"job-io.credit", credit_req},
     {"job-io.stdin", stdin_req},
     {NULL, NULL},
 };

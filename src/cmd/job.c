@@ -16,7 +16,7 @@
 
 static const char *const usage_text =
     "Usage: eddy job info ID [--json]\n"
-    "       eddy job attach [-l] ID\n"
+    "       eddy job attach [-l] [-n] ID\n"
     "       eddy job wait ID\n"
     "       eddy job kill [-s SIGNAL] [--ranks=IDSET] ID\n"
     "       eddy job cancel ID\n"
@@ -27,7 +27,9 @@ static const char *const usage_text =
     "  status and executable.\n"
     "attach: print the job's output from its start, then live until it\n"
     "  ends; our stdin goes to its tasks; Ctrl-C sends SIGINT, twice within\n"
-    "  a second cancels the job.  Exit status: the job's.\n"
+    "  a second cancels the job.  Exit status: the job's.  Output beyond\n"
+    "  the instance's output log cap that was not seen live is reported\n"
+    "  as dropped.\n"
     "wait: wait until the job is finished; exit status: the job's (the\n"
     "  largest task exit code, 128+N for signal N; 1 if it never ran).\n"
     "kill: send SIGNAL (name or number, default TERM) to the job's tasks\n"
@@ -39,6 +41,7 @@ static const char *const usage_text =
     "\n"
     "  -j, --json        print JSON with the fields of docs/jobs-protocol.md\n"
     "  -l, --label-io    (attach) prefix output lines with 'RANK: '\n"
+    "  -n, --no-stdin    (attach) do not send our stdin (nor its EOF)\n"
     "  -s, --signal=SIG  (kill) the signal to send\n"
     "  -r, --ranks=IDSET (kill) the task ranks to signal\n"
     "  -f, --follow      (eventlog) follow until the job ends\n"
@@ -179,19 +182,25 @@ static int job_info(int argc, char **argv)
 
 static void attach_opt(const char *cmd, int c, void *arg)
 {
-    ((struct jobio *)arg)->label = true; /* -l */
+    struct jobio *io = arg;
+
+    if (c == 'n')
+        io->forward_stdin = false;
+    else
+        io->label = true; /* -l */
 }
 
 static int job_attach(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"label-io", no_argument, NULL, 'l'},
+        {"no-stdin", no_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct jobio io = {.forward_stdin = true, .signals = true};
     eddy_jobid_t id =
-        parse_args("job attach", argc, argv, "lh", opts, attach_opt, &io);
+        parse_args("job attach", argc, argv, "lnh", opts, attach_opt, &io);
     eddy_t *h = cmd_open("job attach");
     int status = jobio_attach("job attach", h, id, &io);
 

@@ -299,10 +299,19 @@ static void check_done(void)
 
 static void on_attach_done(eddy_future_t *f, void *arg)
 {
+    size_t dropped;
+
     if (E.finishing)
         return;
     if (eddy_rpc_get(f, NULL) < 0)
         jobid_die(E.cmd, E.id, f);
+    /* Only an attach that came after the job's log passed its cap misses
+     * output; say so, but the exit status stays the job's. */
+    if ((dropped = eddy_job_attach_dropped(f)) > 0)
+        cmd_warn(E.cmd,
+                 "job %" PRIu64 ": %zu bytes of output were dropped (output "
+                 "log cap)",
+                 E.id, dropped);
     E.attach_done = true;
     check_done();
 }

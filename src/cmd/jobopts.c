@@ -387,32 +387,6 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
     }
 }
 
-/* job.h has no way to say "this job's stdin will come from messages",
- * which the job manager needs at submit ("stdin": true in job.submit,
- * else its tasks get /dev/null): with stdin, send job.submit ourselves. */
-static eddy_future_t *submit_with_stdin(const char *cmd,
-                                        eddy_t *h,
-                                        const eddy_jobspec_t *js)
-{
-    eddy_error_t err;
-    json_error_t jerr;
-    char *text, *body;
-    json_t *o;
-    eddy_future_t *f;
-
-    if (!(text = eddy_jobspec_encode(js, &err)))
-        cmd_die(cmd, "%s", err.text);
-    if (!(o = json_pack("{s:o s:b}", "jobspec", json_loads(text, 0, &jerr),
-                        "stdin", 1)) ||
-        !(body = json_dumps(o, JSON_COMPACT)))
-        cmd_die(cmd, "cannot encode the job: %s", jerr.text);
-    f = eddy_rpc(h, "job.submit", 0, 0, body, NULL, 0);
-    free(body);
-    free(text);
-    json_decref(o);
-    return f;
-}
-
 eddy_jobid_t jobopts_submit(const char *cmd,
                             eddy_t *h,
                             const struct jobopts *o,
@@ -423,8 +397,9 @@ eddy_jobid_t jobopts_submit(const char *cmd,
     json_int_t id;
     char *s;
 
-    f = with_stdin ? submit_with_stdin(cmd, h, o->js)
-                   : eddy_job_submit(h, o->js);
+    if (eddy_jobspec_set_stdin(o->js, with_stdin) < 0)
+        cmd_die(cmd, "cannot submit the job: %s", strerror(errno));
+    f = eddy_job_submit(h, o->js);
     if (!f) {
         /* the description itself is wrong: let the encoder say where */
         if (errno == EINVAL && !(s = eddy_jobspec_encode(o->js, &err)))

@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "eddy/job.h"
 #include "src/common/idset.h"
@@ -67,12 +70,18 @@ static int get_body(eddy_future_t *f, json_t **body)
 
 /* ---- submit and wait ------------------------------------------------- */
 
-static eddy_future_t *submit_obj(eddy_t *h, json_t *jobspec)
+/* Send job.submit; 'with_stdin' asks for tasks that read stdin from
+ * job-io.stdin messages instead of /dev/null. */
+static eddy_future_t *submit_obj(eddy_t *h, json_t *jobspec, bool with_stdin)
 {
     eddy_future_t *f;
     int e;
 
-    f = eddy_rpc_pack(h, "job.submit", 0, 0, "{s:O}", "jobspec", jobspec);
+    if (with_stdin)
+        f = eddy_rpc_pack(h, "job.submit", 0, 0, "{s:O s:b}", "jobspec",
+                          jobspec, "stdin", 1);
+    else
+        f = eddy_rpc_pack(h, "job.submit", 0, 0, "{s:O}", "jobspec", jobspec);
     e = errno;
     json_decref(jobspec);
     errno = e;
@@ -89,7 +98,7 @@ eddy_future_t *eddy_job_submit(eddy_t *h, const eddy_jobspec_t *js)
     }
     if (!(o = jobspec_api_encode(js, NULL)))
         return NULL;
-    return submit_obj(h, o);
+    return submit_obj(h, o, jobspec_api_stdin(js));
 }
 
 eddy_future_t *eddy_job_submit_json(eddy_t *h, const char *jobspec)
@@ -108,7 +117,7 @@ eddy_future_t *eddy_job_submit_json(eddy_t *h, const char *jobspec)
         errno = EINVAL;
         return NULL;
     }
-    return submit_obj(h, o);
+    return submit_obj(h, o, false);
 }
 
 /* A job ID from a JSON value. */
@@ -903,12 +912,50 @@ int eddy_job_event_get(eddy_future_t *f,
 struct attach {
     eddy_future_t *af;
     eddy_future_t *inner;
+    eddy_t *h;
     eddy_jobid_t id;
+    uint64_t key; /* names this attach in its job-io.credit messages */
     eddy_job_output_f cb;
     void *arg;
     size_t dropped;
+    size_t consumed; /* bytes delivered, not yet credited */
     bool delivering;
 };
+
+/* Rank 0 sends an attacher output while less than 4 MiB of it waits for
+ * credit (docs/jobs-protocol.md); crediting each MiB keeps it flowing. */
+enum { ATTACH_CREDIT_BYTES = 1 << 20 };
+
+/* A key that no other attach to the same job through the same broker
+ * connection is likely to use: random, within the 53 bits JSON readers
+ * keep exact. */
+static uint64_t attach_key(void)
+{
+    static uint64_t counter;
+    uint64_t k;
+
+    if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k))
+        k = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL) << 8;
+    k ^= __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED); /* threads */
+    return k & ((UINT64_C(1) << 53) - 1);
+}
+
+/* Tell rank 0 that 'len' more bytes reached the output callback, once a
+ * MiB has accumulated.  Fire and forget: if it is lost the connection is
+ * gone, and the attach fails anyway. */
+static void attach_credit(struct attach *st, size_t len)
+{
+    eddy_future_t *f;
+
+    st->consumed += len;
+    if (st->consumed < ATTACH_CREDIT_BYTES)
+        return;
+    f = eddy_rpc_pack(st->h, "job-io.credit", 0, EDDY_RPC_NORESPONSE,
+                      "{s:I s:I s:I}", "id", (json_int_t)st->id, "key",
+                      (json_int_t)st->key, "bytes", (json_int_t)st->consumed);
+    eddy_future_destroy(f);
+    st->consumed = 0;
+}
 
 static void attach_drop_inner(struct attach *st)
 {
@@ -1006,6 +1053,8 @@ static int attach_record(struct attach *st,
         eof = json_is_true(v);
     }
     if (len > 0) {
+        /* credit first: the callback may close the handle */
+        attach_credit(st, len);
         st->cb(st->id, rank, stream, data, len, false, st->arg);
         if (!st->af) /* destroyed by the callback */
             return 0;
@@ -1077,13 +1126,16 @@ eddy_future_t *eddy_job_attach(eddy_t *h,
         return NULL;
     }
     st->af = af;
+    st->h = h;
     st->id = id;
+    st->key = attach_key();
     st->cb = cb;
     st->arg = arg;
     af->aux = st;
     af->aux_destroy = attach_destroy;
-    st->inner = eddy_rpc_pack(h, "job-io.attach", 0, EDDY_RPC_STREAMING,
-                              "{s:I}", "id", (json_int_t)id);
+    st->inner =
+        eddy_rpc_pack(h, "job-io.attach", 0, EDDY_RPC_STREAMING, "{s:I s:I}",
+                      "id", (json_int_t)id, "key", (json_int_t)st->key);
     if (!st->inner)
         goto error;
     st->inner->aux = st;

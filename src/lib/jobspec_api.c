@@ -38,6 +38,7 @@ struct eddy_jobspec {
     char *cwd;
     double duration;
     char *name;
+    bool stdin_msgs; /* tasks read stdin sent with eddy_job_stdin() */
 };
 
 static void group_release(struct group *g)
@@ -153,6 +154,21 @@ int eddy_jobspec_set_exclusive(eddy_jobspec_t *js, bool exclusive)
     }
     js->exclusive = exclusive;
     return 0;
+}
+
+int eddy_jobspec_set_stdin(eddy_jobspec_t *js, bool enable)
+{
+    if (!js) {
+        errno = EINVAL;
+        return -1;
+    }
+    js->stdin_msgs = enable;
+    return 0;
+}
+
+bool jobspec_api_stdin(const struct eddy_jobspec *js)
+{
+    return js && js->stdin_msgs;
 }
 
 int eddy_jobspec_setenv(eddy_jobspec_t *js, const char *name, const char *value)

@@ -212,6 +212,8 @@ LIB_INTERNAL void fut_run_pending(eddy_t *h);
 struct eddy_jobspec;
 LIB_INTERNAL json_t *jobspec_api_encode(const struct eddy_jobspec *js,
                                         eddy_error_t *err);
+/* True if the job's tasks read stdin from messages ("stdin" in job.submit). */
+LIB_INTERNAL bool jobspec_api_stdin(const struct eddy_jobspec *js);
 
 /* handle.c */
 

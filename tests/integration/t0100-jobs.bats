@@ -167,7 +167,8 @@ last_jobid() {
 @test "submit --input sends a file to the job" {
     printf 'hello\n' >"$T/in"
     id=$(eddy submit -n 2 --input="$T/in" cat)
-    run bounded 30 eddy job attach -l "$id"
+    # -n: our own (empty) stdin must not race the submitted input's EOF.
+    run bounded 30 eddy job attach -l -n "$id"
     echo "$output"
     [ "$status" -eq 0 ]
     [ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = "0: hello 1: hello " ]

@@ -48,6 +48,9 @@ struct fake {
     size_t last_len;
     int cancels_ok; /* cancels of job-io.attach with the right tag */
     int cancels_bad;
+    int credits_ok;  /* job-io.credit for job 5, NORESPONSE, right key */
+    int credits_bad; /* anything else read while serving job 5 */
+    json_int_t credit_bytes;
 };
 
 static int read_all(int fd, void *buf, size_t len)
@@ -253,6 +256,53 @@ static int expect_cancel(struct fake *fk, int fd, const msg_t *req)
     return respond(fd, req, NULL, NULL, MSG_FLAG_EOS);
 }
 
+enum { CHUNK = 512 * 1024 };
+
+/* Job 5: 2.5 MiB of output in 512 KiB records; read the credits the
+ * client sends for them (fire and forget: no answer), then end. */
+static int serve_attach_credit(struct fake *fk, int fd, const msg_t *req)
+{
+    char *chunk = malloc(CHUNK);
+    json_int_t key = -1;
+    int rc = 0;
+
+    if (!chunk)
+        return -1;
+    memset(chunk, 'x', CHUNK);
+    (void)json_unpack(req->body, "{s:I}", "key", &key);
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        msg_t *m =
+            msg_create(MSG_RESPONSE, req->topic,
+                       json_pack("{s:i s:s}", "rank", 0, "stream", "stdout"),
+                       chunk, CHUNK);
+        if (!m) {
+            rc = -1;
+            break;
+        }
+        m->matchtag = req->matchtag;
+        rc = send_msg(fd, m);
+    }
+    free(chunk);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        msg_t *c = read_msg(fd);
+        json_int_t cid = -1, ckey = -2, bytes = -1;
+
+        pthread_mutex_lock(&fk->lock);
+        if (c && c->type == MSG_REQUEST && !strcmp(c->topic, "job-io.credit") &&
+            (c->flags & MSG_FLAG_NORESPONSE) &&
+            json_unpack(c->body, "{s:I s:I s:I}", "id", &cid, "key", &ckey,
+                        "bytes", &bytes) == 0 &&
+            cid == 5 && ckey == key && key >= 0) {
+            fk->credits_ok++;
+            fk->credit_bytes += bytes;
+        } else
+            fk->credits_bad++;
+        pthread_mutex_unlock(&fk->lock);
+        msg_decref(c);
+    }
+    return rc < 0 ? rc : respond(fd, req, NULL, NULL, MSG_FLAG_EOS);
+}
+
 static int serve_attach(struct fake *fk, int fd, const msg_t *req)
 {
     json_int_t id = req_id(req);
@@ -284,6 +334,8 @@ static int serve_attach(struct fake *fk, int fd, const msg_t *req)
                      "live\n", 0);
         return rc < 0 ? rc : expect_cancel(fk, fd, req);
     }
+    if (id == 5) /* 5 x 512 KiB: the client must credit 2 x 1 MiB */
+        return serve_attach_credit(fk, fd, req);
     if (id == 3) /* malformed record; the client must cancel */
         return respond_json(fd, req, "{\"rank\":0,\"stream\":\"stdin\"}", 0) < 0
                    ? -1
@@ -722,6 +774,27 @@ static void test_submit(void **state)
                                  "attributes", "system", "job", "name", &name),
                      0);
     assert_string_equal(name, "sleep");
+    assert_null(json_object_get(req, "stdin")); /* default: /dev/null */
+    json_decref(req);
+
+    /* tasks that read stdin from messages: "stdin": true */
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_stdin(NULL, true), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(eddy_jobspec_set_stdin(js, true), 0);
+    assert_non_null(f = eddy_job_submit(h, js));
+    assert_int_equal(eddy_job_submit_get_id(f, &id), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.submit");
+    assert_true(json_is_true(json_object_get(req, "stdin")));
+    assert_non_null(json_object_get(req, "jobspec"));
+    json_decref(req);
+    assert_int_equal(eddy_jobspec_set_stdin(js, false), 0);
+    assert_non_null(f = eddy_job_submit(h, js));
+    assert_int_equal(eddy_job_submit_get_id(f, &id), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.submit");
+    assert_null(json_object_get(req, "stdin"));
     json_decref(req);
 
     /* the service's error and message are passed through */
@@ -1302,6 +1375,55 @@ static void test_attach_detach(void **state)
     eddy_close(h);
 }
 
+struct counter {
+    size_t bytes;
+    int calls;
+};
+
+static void count_cb(eddy_jobid_t id,
+                     uint32_t rank,
+                     int stream,
+                     const void *data,
+                     size_t len,
+                     bool eof,
+                     void *arg)
+{
+    struct counter *c = arg;
+
+    c->bytes += len;
+    c->calls++;
+}
+
+/* The library credits what it delivered, a MiB at a time, naming the
+ * attach by the key it sent with it. */
+static void test_attach_credit(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    struct counter c = {0};
+    eddy_future_t *f;
+    json_t *req;
+    json_int_t key = -1;
+
+    assert_non_null(f = eddy_job_attach(h, 5, count_cb, &c));
+    assert_int_equal(eddy_future_wait_for(f, 10.0 * timeout_scale), 0);
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    assert_int_equal(c.bytes, 5 * CHUNK);
+    assert_int_equal(c.calls, 5);
+    req = last_request(fk, "job-io.attach");
+    assert_int_equal(json_unpack(req, "{s:I}", "key", &key), 0);
+    assert_true(key >= 0 && key < ((json_int_t)1 << 53));
+    json_decref(req);
+    eddy_future_destroy(f);
+    sync_fake(h);
+    pthread_mutex_lock(&fk->lock);
+    assert_int_equal(fk->credits_ok, 2);
+    assert_int_equal(fk->credits_bad, 0);
+    assert_int_equal(fk->credit_bytes, 2 * 1024 * 1024);
+    pthread_mutex_unlock(&fk->lock);
+    eddy_close(h);
+}
+
 int main(void)
 {
     const char *s = getenv("EDDY_TEST_TIMEOUT_SCALE");
@@ -1317,6 +1439,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eventlog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_detach, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attach_credit, setup, teardown),
     };
 
     if (s && atoi(s) > 0)
