@@ -7,9 +7,11 @@
  *                        "exit", "exception"); EOS once it has exited
  *   job-exec.kill        from rank 0: {"id","signum","ranks"?}
  *   job-exec.stdin       from rank 0: {"id","rank","eof"} + payload
+ *   job-exec.release     from rank 0: {"id"}: release a job held at its
+ *                        startup barrier (relayed to the shell)
  *   job-exec.shell-hello from the shell, streaming: first response is the
  *                        JOBSLICE, later ones are commands ("kill",
- *                        "stdin")
+ *                        "stdin", "release")
  *   job-exec.shell-event from the shell: {"id","type",...}, relayed
  *
  * A job is "live" from its start request until the end of its start
@@ -78,7 +80,7 @@ struct job {
     int term_signal;
     idset_t *reported; /* task ranks that sent "exit" or "exception" */
     json_t *started;   /* the "tasks" of "started": [[rank, pid], ...] */
-    json_t *kills;     /* kill commands waiting for the hello */
+    json_t *kills;     /* kill and release commands waiting for the hello */
     struct pending *stdin_q, **stdin_tail;
     unsigned stdin_n;
 };
@@ -536,6 +538,7 @@ static void start_handler(broker_req_t *req, void *arg)
     eddy_error_t err = {{0}};
     char note[PATH_MAX + 256];
     int errnum = EINVAL;
+    json_t *copy;
 
     if (broker_req_is_cancel(req)) {
         start_cancel(ctx, req);
@@ -549,7 +552,17 @@ static void start_handler(broker_req_t *req, void *arg)
                  "job-exec.start: must be a streaming request");
         goto error;
     }
-    if (!(js = jobslice_decode(body, &err))) {
+    /* "ranks" (the job's brokers, for the shell's PMI exchange) is rank
+     * 0's addition to the JOBSLICE that only the shell reads */
+    if (!(copy = json_copy(body))) {
+        errnum = ENOMEM;
+        snprintf(err.text, sizeof(err.text), "out of memory");
+        goto error;
+    }
+    json_object_del(copy, "ranks");
+    js = jobslice_decode(copy, &err);
+    json_decref(copy);
+    if (!js) {
         errnum = errno;
         goto error;
     }
@@ -749,6 +762,48 @@ error:
     broker_respond_error(req, errnum, "%s", errmsg);
 }
 
+/* Release a job held at its startup barrier: the shell lets its tasks
+ * go.  Before the shell's hello, the command waits for it, in order with
+ * kills. */
+static void release_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    struct job *j;
+    json_t *o;
+    uint64_t id;
+    int rc;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (get_id(req_body(req), &id) < 0) {
+        broker_respond_error(req, EINVAL,
+                             "job-exec.release: 'id' must be a job ID");
+        return;
+    }
+    if (!(j = job_lookup(ctx, id)) || j->exited) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    o = json_pack("{s:s}", "type", "release");
+    if (j->hello)
+        rc = hello_send(j, o, NULL, 0);
+    else if (!j->hello_seen)
+        rc = o && json_array_append_new(j->kills, o) == 0 ? 0 : -1;
+    else {
+        json_decref(o);
+        errno = EPIPE;
+        rc = -1;
+    }
+    if (rc < 0) {
+        broker_respond_error(req, errno, "job %ju: rank %u: release: %s",
+                             (uintmax_t)id, broker_rank(ctx->b),
+                             strerror(errno));
+        return;
+    }
+    broker_respond(req, json_object(), NULL, 0, 0);
+}
+
 static void hello_cancel(struct jexec_ctx *ctx, broker_req_t *req)
 {
     for (struct job *j = ctx->jobs; j; j = j->next) {
@@ -845,13 +900,20 @@ static const char *event_check(struct job *j, const json_t *body)
         }
         return NULL;
     }
-    if (strcmp(type, "exit") != 0 && strcmp(type, "exception") != 0)
-        return "'type' must be started, exit or exception";
+    if (!strcmp(type, "held")) {
+        if (!json_is_string(json_object_get(body, "where")) ||
+            !json_is_integer(json_object_get(body, "count")))
+            return "held: 'where' must be a string, 'count' an integer";
+        return NULL;
+    }
+    if (strcmp(type, "exit") != 0 && strcmp(type, "exception") != 0 &&
+        strcmp(type, "abort") != 0)
+        return "'type' must be started, held, exit, exception or abort";
     if (!json_is_integer(rank) || json_integer_value(rank) < 0 ||
         json_integer_value(rank) > UINT32_MAX ||
         !idset_test(j->js->tasks, (uint32_t)json_integer_value(rank)))
         return "'rank' must be a task rank of this node";
-    if (!strcmp(type, "exit") &&
+    if ((!strcmp(type, "exit") || !strcmp(type, "abort")) &&
         !json_is_integer(json_object_get(body, "status")))
         return "exit: 'status' must be an integer";
     return NULL;
@@ -892,7 +954,7 @@ static void event_handler(broker_req_t *req, void *arg)
     if (!strcmp(type, "started")) {
         json_decref(j->started);
         j->started = json_incref(json_object_get(body, "tasks"));
-    } else
+    } else if (!strcmp(type, "exit") || !strcmp(type, "exception"))
         idset_set(j->reported,
                   (uint32_t)json_integer_value(json_object_get(body, "rank")));
     /* relay without the id: the start stream is the job's already */
@@ -1028,6 +1090,7 @@ static const struct service_handler jexec_handlers[] = {
     {"job-exec.start", start_handler},
     {"job-exec.kill", kill_handler},
     {"job-exec.stdin", stdin_handler},
+    {"job-exec.release", release_handler},
     {"job-exec.shell-hello", hello_handler},
     {"job-exec.shell-event", event_handler},
     {NULL, NULL},

@@ -12,7 +12,11 @@
  *  2. A scheduler pass (deferred to the loop, after any change) allocates
  *     from the head of the queue: event "alloc" with R, then one
  *     streaming job-exec.start per allocated broker with its JOBSLICE.
- *  3. "start" once every broker reported "started"; task exits are
+ *  3. "start" once every broker reported "started" (with a startup
+ *     barrier, jobspec shell option "stop": "barrier-held" once every
+ *     shell reported "held", "barrier-release" on job.release, which is
+ *     relayed as job-exec.release; a PMI "abort" from a shell is a fatal
+ *     exception whose exit code is the job's status); task exits are
  *     collected; a start failure, a lost broker or a cancel is a fatal
  *     exception, after which every broker is told to kill the job
  *     (SIGTERM, SIGKILL after the grace period, and after a further
@@ -79,6 +83,7 @@ struct job_node {
     uint32_t ntasks;
     broker_rpc_t *rpc; /* job-exec.start */
     bool started;
+    bool held; /* its shell reported "held" */
     bool ended;
 };
 
@@ -119,6 +124,13 @@ struct job {
     struct held *waiters;
     struct held *followers;
     struct job *prev, *next;
+    /* startup barrier (jobspec shell option "stop"): NULL if none */
+    const char *stop;
+    uint32_t nheld; /* brokers whose shell reported "held" */
+    uint32_t held_tasks;
+    bool released; /* job.release was accepted */
+    bool aborted;  /* a task called PMI abort: its status is the job's */
+    int abort_status;
 };
 
 /* A request fanned out to brokers (job.kill, job-io.stdin): answered once
@@ -273,6 +285,16 @@ static json_t *job_summary(struct job_manager *jm, const struct job *job)
         reason);
 }
 
+/* null without a startup barrier, else where it is, how many tasks
+ * reported held and whether it was released. */
+static json_t *barrier_json(const struct job *job)
+{
+    if (!job->stop)
+        return json_null();
+    return json_pack("{s:s s:I s:b}", "where", job->stop, "held",
+                     (json_int_t)job->held_tasks, "released", job->released);
+}
+
 static json_t *job_info_json(struct job_manager *jm, const struct job *job)
 {
     struct jobstate_info info;
@@ -309,6 +331,7 @@ static json_t *job_info_json(struct job_manager *jm, const struct job *job)
         json_object_set_new(o, "t_finish", json_real(info.t_finish)) < 0 ||
         json_object_set_new(o, "t_clean", json_real(info.t_clean)) < 0 ||
         json_object_set_new(o, "exception", exception_json(&info)) < 0 ||
+        json_object_set_new(o, "barrier", barrier_json(job)) < 0 ||
         json_object_set_new(o, "nodes", nodes) < 0)
         goto nomem;
     nodes = NULL;
@@ -503,6 +526,10 @@ static void job_end(struct job *job)
             if (job->tasks[t].status > status)
                 status = job->tasks[t].status;
         }
+    }
+    if (job->aborted) {
+        any = true;
+        status = job->abort_status;
     }
     if (job->state == JOBSTATE_RUN && !any)
         job_fatal(job, "exec", "no task of the job reported an exit");
@@ -833,6 +860,49 @@ static void exec_exception(struct job_node *n, json_t *body)
                   n->rank, errnum ? strerror((int)errnum) : "cannot start");
 }
 
+/* A shell's tasks are all at the startup barrier; once every shell's
+ * are, the job is held ("barrier-held"). */
+static void exec_held(struct job_node *n, json_t *body)
+{
+    struct job *job = n->job;
+    json_int_t count = 0;
+
+    if (n->held || !job->stop)
+        return;
+    json_unpack(body, "{s?I}", "count", &count);
+    n->held = true;
+    job->held_tasks += count > 0 ? (uint32_t)count : 0;
+    if (++job->nheld == job->nnodes && !job->fatal && !job->released)
+        job_event(job, "barrier-held",
+                  json_pack("{s:s s:I}", "where", job->stop, "count",
+                            (json_int_t)job->held_tasks));
+}
+
+/* A task called PMI abort: the job ends with a fatal exception naming
+ * the rank, and its status is that task's exit code.  "status" -1: the
+ * task left PMI without finalize (the others would wait for it forever):
+ * the job ends, its status being the tasks' own. */
+static void exec_abort(struct job_node *n, json_t *body)
+{
+    struct job *job = n->job;
+    json_int_t rank = -1, status = 1;
+    const char *note = NULL;
+
+    json_unpack(body, "{s?I s?I s?s}", "rank", &rank, "status", &status, "note",
+                &note);
+    if (job->fatal)
+        return;
+    if (status < 0) {
+        job_fatal(job, "exec", "%s", note && *note ? note : "PMI lost");
+        return;
+    }
+    job->aborted = true;
+    job->abort_status = status < 0 ? 1 : status > 255 ? 255 : (int)status;
+    job_fatal(job, "abort", "rank %lld called abort (exit code %d)%s%s",
+              (long long)rank, job->abort_status, note && *note ? ": " : "",
+              note ? note : "");
+}
+
 static void exec_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
 {
     struct job_node *n = arg;
@@ -854,6 +924,10 @@ static void exec_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
             exec_exit(n, msg->body);
         else if (!strcmp(type, "exception"))
             exec_exception(n, msg->body);
+        else if (!strcmp(type, "held"))
+            exec_held(n, msg->body);
+        else if (!strcmp(type, "abort"))
+            exec_abort(n, msg->body);
     }
     if (msg->flags & MSG_FLAG_EOS)
         node_ended(n); /* the job may be gone */
@@ -864,21 +938,23 @@ static json_t *jobslice_json(struct job *job,
                              const struct rpool_slice *sl)
 {
     idset_t *tasks = idset_create();
-    char *ts = NULL, *cs = NULL;
+    char *ts = NULL, *cs = NULL, *rs = NULL;
     json_t *o = NULL;
 
     if (!tasks)
         return NULL;
     for (uint32_t t = sl->first_task; t < sl->first_task + sl->ntasks; t++)
         idset_set(tasks, t);
-    if ((ts = idset_encode(tasks)) && (cs = idset_encode(sl->cores)))
-        o = json_pack("{s:I s:O s:I s:I s:I s:s s:s s:b}", "id",
-                      (json_int_t)job->id, "jobspec", job->spec, "size",
-                      (json_int_t)job->ntasks, "nnodes",
-                      (json_int_t)job->nnodes, "node_index", (json_int_t)index,
-                      "tasks", ts, "cores", cs, "stdin", job->has_stdin);
+    if ((ts = idset_encode(tasks)) && (cs = idset_encode(sl->cores)) &&
+        (rs = idset_encode(rpool_alloc_ranks(job->alloc))))
+        o = json_pack(
+            "{s:I s:O s:I s:I s:I s:s s:s s:b s:s}", "id", (json_int_t)job->id,
+            "jobspec", job->spec, "size", (json_int_t)job->ntasks, "nnodes",
+            (json_int_t)job->nnodes, "node_index", (json_int_t)index, "tasks",
+            ts, "cores", cs, "stdin", job->has_stdin, "ranks", rs);
     free(ts);
     free(cs);
+    free(rs);
     idset_destroy(tasks);
     return o;
 }
@@ -1101,6 +1177,28 @@ static void timer_cb(uv_timer_t *t)
 
 /* --- handlers ---------------------------------------------------------- */
 
+/* The startup barrier a jobspec asks for: "fork", "exec", "init", or
+ * NULL for none.  -1 EINVAL if the "stop" shell option is not one. */
+static int stop_mode(const jobspec_t *js, const char **stop, eddy_error_t *err)
+{
+    static const char *const modes[] = {"fork", "exec", "init"};
+    json_t *o = json_object_get(jobspec_shell_options(js), "stop");
+    const char *s = json_string_value(o);
+
+    *stop = NULL;
+    if (!o)
+        return 0;
+    for (size_t i = 0; s && i < sizeof(modes) / sizeof(modes[0]); i++) {
+        if (!strcmp(s, modes[i])) {
+            *stop = modes[i];
+            return 0;
+        }
+    }
+    errno = EINVAL;
+    return errprintf(err, "attributes.system.shell.options.stop: must be"
+                          " \"fork\", \"exec\" or \"init\"");
+}
+
 /* Decode {"id": ID} and find the job; respond with an error if none. */
 static struct job *req_job(struct job_manager *jm, broker_req_t *req)
 {
@@ -1155,6 +1253,7 @@ static void do_submit(struct job_manager *jm, broker_req_t *req)
     eddy_error_t err = {{0}};
     struct job *job = NULL;
     uint64_t id = jm->next_id;
+    const char *stop = NULL;
     int errnum;
 
     if (json_unpack(msg->body, "{s:o s?b}", "jobspec", &spec, "stdin",
@@ -1164,7 +1263,7 @@ static void do_submit(struct job_manager *jm, broker_req_t *req)
                  "job.submit: expected {\"jobspec\": object}");
         goto error;
     }
-    if (!(js = jobspec_decode(spec, &err))) {
+    if (!(js = jobspec_decode(spec, &err)) || stop_mode(js, &stop, &err) < 0) {
         errnum = errno;
         goto error;
     }
@@ -1190,6 +1289,7 @@ static void do_submit(struct job_manager *jm, broker_req_t *req)
     job->js = js;
     js = NULL;
     job->has_stdin = has_stdin;
+    job->stop = stop;
     job->ntasks = jobspec_ntasks(job->js);
     for (uint32_t t = 0; t < job->ntasks; t++)
         job->tasks[t].status = -1;
@@ -1443,6 +1543,50 @@ static void cancel_req(broker_req_t *req, void *ctx)
     job_fatal(job, "cancel", "%s", note);
 }
 
+/* job.release {"id"}: let a job held at its startup barrier go.  Only
+ * a job submitted with a stop mode, allocated (so its brokers know it),
+ * not ending and not released yet. */
+static void release_req(broker_req_t *req, void *ctx)
+{
+    struct job_manager *jm = ctx;
+    struct fanout *f;
+    struct job *job;
+
+    if (broker_req_is_cancel(req) || !(job = req_job(jm, req)))
+        return;
+    if (!job->stop || job->released) {
+        broker_respond_error(req, EINVAL,
+                             "job %" PRIu64 " is not held at a startup barrier"
+                             "%s",
+                             job->id,
+                             !job->stop ? " (submitted without a stop mode)"
+                                        : " (already released)");
+        return;
+    }
+    if (job->state != JOBSTATE_RUN || job->fatal ||
+        job->nended == job->nnodes) {
+        broker_respond_error(req, EINVAL,
+                             "job %" PRIu64 " is not held at a startup barrier"
+                             " (state %s%s)",
+                             job->id, jobstate_str(job->state),
+                             job->fatal ? ", ending" : "");
+        return;
+    }
+    if (!(f = fanout_create(jm, req, job->id, job->nnodes))) {
+        broker_respond_error(req, ENOMEM, "out of memory");
+        return;
+    }
+    job->released = true;
+    job_event(job, "barrier-release", json_pack("{s:s}", "where", job->stop));
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        if (job->nodes[i].ended)
+            continue;
+        fanout_send(f, "job-exec.release", job->nodes[i].rank,
+                    json_pack("{s:I}", "id", (json_int_t)job->id), NULL, 0);
+    }
+    fanout_sent(f);
+}
+
 /* --- stdin (called by job_io.c) ---------------------------------------- */
 
 void job_manager_stdin(struct job_manager *jm,
@@ -1619,10 +1763,15 @@ static int jm_init(broker_t *b, void **ctx)
 }
 
 static const struct service_handler handlers[] = {
-    {"job.submit", submit},     {"job.list", list},
-    {"job.info", info},         {"job.eventlog", eventlog_req},
-    {"job.wait", wait_req},     {"job.kill", kill_req},
-    {"job.cancel", cancel_req}, {NULL, NULL},
+    {"job.submit", submit},
+    {"job.list", list},
+    {"job.info", info},
+    {"job.eventlog", eventlog_req},
+    {"job.wait", wait_req},
+    {"job.kill", kill_req},
+    {"job.cancel", cancel_req},
+    {"job.release", release_req},
+    {NULL, NULL},
 };
 
 const struct service_def job_service = {

@@ -3,12 +3,16 @@
  * The shell is single-threaded on its handle's libuv loop.  It reaps its
  * own children (task.h leaves that to us) from a SIGCHLD watcher with
  * waitpid(-1): the shell has no other children.
+ *
+ * Startup barriers and PMI-1 are described in docs/jobs-protocol.md; the
+ * PMI wire protocol itself is pmi_server.c's (docs/pmi.md).
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -19,6 +23,7 @@
 #include "src/common/jobslice.h"
 #include "src/common/jobspec.h"
 #include "src/shell/io.h"
+#include "src/shell/pmi_server.h"
 #include "src/shell/shell.h"
 #include "src/shell/task.h"
 #include "src/shell/taskenv.h"
@@ -32,7 +37,32 @@ struct stask {
     bool forked;   /* a process exists or existed: it must be reaped */
     bool exited;   /* reaped (by us or by the task engine) */
     bool reported; /* its "exit" or "exception" was sent */
+    bool stopped;  /* stop=exec: seen at its exec stop and detached */
+    /* PMI: our end of the task's PMI_FD socket */
+    struct shell *sh;
+    int pmi_fd; /* until handed to pmi_pipe; -1 */
+    uv_pipe_t pmi_pipe;
+    bool pmi_open;    /* pmi_pipe initialized and not closed */
+    bool pmi_reading; /* still fed to the engine */
+    char head[9];     /* stop=init: start of the current request line */
+    size_t headlen;
+    bool head_done; /* head full: skip to the end of the line */
+    bool init_seen; /* it sent cmd=init */
+    bool pmi_lost;  /* left PMI before finalize: report once reaped */
 };
+
+/* The PMI_FD a task sees. */
+#define SHELL_PMI_FD 3
+
+/* Where the tasks wait for a release (jobspec shell option "stop"). */
+enum stop_mode {
+    STOP_NONE = 0,
+    STOP_FORK, /* forked, held before exec */
+    STOP_EXEC, /* stopped (SIGSTOP) at the program's first instruction */
+    STOP_INIT, /* running, PMI init answer withheld */
+};
+
+static const char *const stop_names[] = {"", "fork", "exec", "init"};
 
 struct shell {
     uint64_t id;
@@ -50,6 +80,16 @@ struct shell {
     bool lost;       /* broker connection lost */
     bool failed;     /* something could not be reported */
     bool running;    /* shell_run() is in its loop */
+    enum stop_mode stop;
+    uint32_t nstopped; /* stop=exec: tasks seen at their exec stop */
+    bool held;         /* "held" was reported */
+    bool released;     /* a release command came (or no stop mode) */
+    bool started;      /* "started" was reported */
+    pmi_server_t *pmi;
+    char *ranks;       /* broker ranks of the job (JOBSLICE "ranks") */
+    int64_t fence_seq; /* last kvs.fence sent */
+    eddy_future_t *fence;
+    uint32_t ninit; /* tasks that sent cmd=init */
 };
 
 /* --- reports ------------------------------------------------------------ */
@@ -120,6 +160,20 @@ static void report_exit(struct shell *sh, struct stask *st)
                              task_exit_code(task_status(st->t))));
 }
 
+static void report_started(struct shell *sh);
+static void report_lost(struct shell *sh, struct stask *st);
+static void shell_pmi_release(struct shell *sh);
+
+/* The tasks are all at the barrier: tell rank 0 (once). */
+static void report_held(struct shell *sh, uint32_t count)
+{
+    if (sh->held || sh->released)
+        return;
+    sh->held = true;
+    send_event(sh, json_pack("{s:s s:s s:I}", "type", "held", "where",
+                             stop_names[sh->stop], "count", (json_int_t)count));
+}
+
 /* --- the end ------------------------------------------------------------ */
 
 static bool all_reaped(const struct shell *sh)
@@ -169,6 +223,30 @@ static struct stask *find_pid(struct shell *sh, pid_t pid)
     return NULL;
 }
 
+/* stop=exec: a traced task stopped, normally with the SIGTRAP of its
+ * exec.  Detach leaving it in SIGSTOP for a debugger (or running, if the
+ * release already came); once every task got there, the tasks are held
+ * and their pids final. */
+static void exec_stopped(struct shell *sh, struct stask *st, int sig)
+{
+    int deliver;
+
+    if (st->stopped || sh->stop != STOP_EXEC)
+        return; /* not traced (any more): a plain stop */
+    if (sh->released)
+        deliver = sig == SIGTRAP ? 0 : sig;
+    else
+        deliver = sig == SIGTRAP ? SIGSTOP : sig;
+    if (task_trace_detach(st->t, deliver) < 0)
+        fprintf(stderr, "eddy-shell: job %ju: rank %u: cannot detach: %s\n",
+                (uintmax_t)sh->id, st->rank, strerror(errno));
+    st->stopped = true;
+    if (++sh->nstopped == sh->ntasks) {
+        report_started(sh);
+        report_held(sh, sh->ntasks);
+    }
+}
+
 static void reap(struct shell *sh)
 {
     struct stask *st;
@@ -178,13 +256,19 @@ static void reap(struct shell *sh)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         if (!(st = find_pid(sh, pid)) || st->exited)
             continue;
+        if (WIFSTOPPED(status)) {
+            exec_stopped(sh, st, WSTOPSIG(status));
+            continue;
+        }
         if (!WIFEXITED(status) && !WIFSIGNALED(status))
-            continue; /* a stop: not ours to handle yet */
+            continue;
         (void)task_set_exited(st->t, status);
         st->exited = true;
         shell_io_stdin_close(sh->io, st->rank);
-        if (!sh->lost)
+        if (!sh->lost) {
             report_exit(sh, st);
+            report_lost(sh, st);
+        }
     }
     check_done(sh);
 }
@@ -203,6 +287,30 @@ static void on_sigterm(uv_signal_t *h, int signum)
 
 /* --- commands from job-exec --------------------------------------------- */
 
+/* A signal that ends a task by default: while held, such a kill (e.g.
+ * a cancel) ends the held task without ever running the program. */
+static bool is_ending(int signum)
+{
+    return signum == SIGTERM || signum == SIGKILL || signum == SIGINT ||
+           signum == SIGHUP || signum == SIGQUIT;
+}
+
+/* Signal one task, minding the barrier: a fork-held task is cancelled
+ * (it exits TASK_EXIT_CANCELLED), an exec-stopped one would not see
+ * SIGTERM before a SIGCONT, so it gets SIGKILL. */
+static void task_signal(struct shell *sh, struct stask *st, int signum)
+{
+    if (!sh->released && is_ending(signum)) {
+        if (sh->stop == STOP_FORK && task_state(st->t) == TASK_HELD) {
+            task_cancel(st->t);
+            return;
+        }
+        if (sh->stop == STOP_EXEC)
+            signum = SIGKILL;
+    }
+    (void)task_kill(st->t, signum);
+}
+
 static void do_kill(struct shell *sh, int signum, const char *ranks)
 {
     idset_t *set = NULL;
@@ -215,9 +323,59 @@ static void do_kill(struct shell *sh, int signum, const char *ranks)
     for (uint32_t i = 0; i < sh->ntasks; i++) {
         struct stask *st = &sh->tasks[i];
         if (st->forked && !st->exited && (!set || idset_test(set, st->rank)))
-            (void)task_kill(st->t, signum);
+            task_signal(sh, st, signum);
     }
     idset_destroy(set);
+}
+
+/* The release command: let the held tasks go.  A task that then fails
+ * to exec is reported as an exception and the others are killed, as at
+ * an ordinary start. */
+static void do_release(struct shell *sh)
+{
+    eddy_error_t e;
+    bool failed = false;
+    uint32_t i;
+
+    if (sh->stop == STOP_NONE || sh->released) {
+        fprintf(stderr, "eddy-shell: job %ju: release: not held\n",
+                (uintmax_t)sh->id);
+        return;
+    }
+    sh->released = true;
+    switch (sh->stop) {
+    case STOP_FORK:
+        for (i = 0; i < sh->ntasks; i++)
+            if (sh->tasks[i].forked && !sh->tasks[i].exited)
+                (void)task_release_begin(sh->tasks[i].t, NULL);
+        for (i = 0; i < sh->ntasks; i++) {
+            struct stask *st = &sh->tasks[i];
+            if (!st->forked || st->exited || st->reported)
+                continue;
+            if (task_release_end(st->t, &e) < 0 && errno != EINVAL &&
+                errno != ESRCH) {
+                if (task_state(st->t) == TASK_EXITED)
+                    st->exited = true;
+                report_exception(sh, st, errno, e.text);
+                failed = true;
+            }
+        }
+        if (failed)
+            kill_all(sh, SIGKILL);
+        break;
+    case STOP_EXEC:
+        /* those not yet at their exec stop are detached running */
+        for (i = 0; i < sh->ntasks; i++)
+            if (sh->tasks[i].stopped && !sh->tasks[i].exited)
+                (void)task_kill(sh->tasks[i].t, SIGCONT);
+        break;
+    case STOP_INIT:
+        shell_pmi_release(sh);
+        break;
+    default:
+        break;
+    }
+    check_done(sh);
 }
 
 /* The broker connection is gone: nobody can hear us any more, so the
@@ -263,6 +421,8 @@ static void on_hello(eddy_future_t *f, void *arg)
     }
     if (!strcmp(type, "kill") && signum > 0 && signum < NSIG)
         do_kill(sh, (int)signum, ranks);
+    else if (!strcmp(type, "release"))
+        do_release(sh);
     else if (!strcmp(type, "stdin") && rank >= 0 &&
              eddy_rpc_get_raw(f, &data, &len) == 0) {
         if (shell_io_stdin(sh->io, (uint32_t)rank, data, len, eof) < 0 &&
@@ -276,6 +436,8 @@ static void on_hello(eddy_future_t *f, void *arg)
 }
 
 /* --- create ------------------------------------------------------------- */
+
+static void pmi_close_all(struct shell *sh);
 
 void shell_destroy(struct shell *sh)
 {
@@ -291,7 +453,12 @@ void shell_destroy(struct shell *sh)
             (void)task_kill(sh->tasks[i].t, SIGKILL);
         task_destroy(sh->tasks[i].t);
     }
+    eddy_future_destroy(sh->fence);
+    sh->fence = NULL;
+    pmi_close_all(sh);
     free(sh->tasks);
+    pmi_server_destroy(sh->pmi);
+    free(sh->ranks);
     shell_io_destroy(sh->io);
     if (sh->signals_on) {
         uv_close((uv_handle_t *)&sh->sigchld, NULL);
@@ -333,8 +500,18 @@ struct shell *shell_create(uint64_t id, eddy_error_t *err)
                             : strerror(errno));
         goto error;
     }
-    if (!(o = json_loads(text, 0, NULL)) ||
-        !(sh->slice = jobslice_decode(o, &e))) {
+    if ((o = json_loads(text, 0, NULL)) &&
+        json_is_string(json_object_get(o, "ranks"))) {
+        /* rank 0's addition for the PMI exchange (kvs.fence) */
+        if (!(sh->ranks =
+                  strdup(json_string_value(json_object_get(o, "ranks"))))) {
+            errprintf(err, "out of memory");
+            goto error;
+        }
+    }
+    if (o)
+        json_object_del(o, "ranks");
+    if (!o || !(sh->slice = jobslice_decode(o, &e))) {
         errno = EPROTO;
         errprintf(err, "%s", o ? e.text : "JOBSLICE: not JSON");
         goto error;
@@ -356,6 +533,8 @@ struct shell *shell_create(uint64_t id, eddy_error_t *err)
          r = idset_next(sh->slice->tasks, r), i++) {
         sh->tasks[i].rank = r;
         sh->tasks[i].local_rank = i;
+        sh->tasks[i].sh = sh;
+        sh->tasks[i].pmi_fd = -1;
     }
     if (!(sh->io =
               shell_io_create(sh->h, id, SHELL_IO_WINDOW, on_io_done, sh))) {
@@ -372,6 +551,29 @@ error:
 
 /* --- start -------------------------------------------------------------- */
 
+static int pmi_create(struct shell *sh, eddy_error_t *err);
+
+/* The jobspec's stop mode (rank 0 checked it at submit). */
+static int stop_mode(struct shell *sh, eddy_error_t *err)
+{
+    json_t *o = json_object_get(jobspec_shell_options(sh->js), "stop");
+    const char *s = json_string_value(o);
+
+    sh->stop = STOP_NONE;
+    sh->released = true;
+    if (!o)
+        return 0;
+    for (int m = STOP_FORK; s && m <= STOP_INIT; m++) {
+        if (!strcmp(s, stop_names[m])) {
+            sh->stop = (enum stop_mode)m;
+            sh->released = false;
+            return 0;
+        }
+    }
+    errno = EINVAL;
+    return errprintf(err, "shell option stop: must be fork, exec or init");
+}
+
 /* Create and fork one task, held.  -1 with errno and 'err' on failure
  * (nothing forked, or a child the engine already reaped). */
 static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
@@ -386,7 +588,11 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
         .uri = getenv("EDDY_URI"),
     };
     struct task_spec spec = {0};
+    struct task_fdmap fdmap;
     char **env;
+    char num[3][16];
+    int sv[2] = {-1, -1};
+    int rc;
 
     if (g < 0) {
         errno = EINVAL;
@@ -395,6 +601,27 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
     if (!(env = taskenv_create(jobspec_environment(sh->js),
                                (const char *const *)environ, &ids, err)))
         return -1;
+    /* PMI-1 over an inherited socket (docs/pmi.md) */
+    snprintf(num[0], sizeof(num[0]), "%d", SHELL_PMI_FD);
+    snprintf(num[1], sizeof(num[1]), "%u", st->rank);
+    snprintf(num[2], sizeof(num[2]), "%u", sh->slice->size);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+        taskenv_set(&env, "PMI_FD", num[0]) < 0 ||
+        taskenv_set(&env, "PMI_RANK", num[1]) < 0 ||
+        taskenv_set(&env, "PMI_SIZE", num[2]) < 0 ||
+        taskenv_set(&env, "PMI_SPAWNED", "0") < 0) {
+        errprintf(err, "rank %u: PMI socket: %s", st->rank, strerror(errno));
+        taskenv_destroy(env);
+        if (sv[0] >= 0) {
+            close(sv[0]);
+            close(sv[1]);
+        }
+        return -1;
+    }
+    fdmap.fd = sv[1];
+    fdmap.target = SHELL_PMI_FD;
+    spec.fds = &fdmap;
+    spec.nfds = 1;
     spec.rank = st->rank;
     spec.argv = jobspec_group_argv(sh->js, (uint32_t)g);
     spec.envp = (const char *const *)env;
@@ -404,11 +631,18 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
     spec.io[2].kind = TASK_IO_PIPE;
     spec.hold = true;
     spec.pgrp = true;
+    spec.trace_exec = sh->stop == STOP_EXEC;
     st->t = task_create(&spec, err);
     taskenv_destroy(env);
-    if (!st->t)
+    if (!st->t) {
+        close(sv[0]);
+        close(sv[1]);
         return -1;
-    if (task_start(st->t, err) < 0) {
+    }
+    st->pmi_fd = sv[0];
+    rc = task_start(st->t, err);
+    close(sv[1]); /* the task has its end, or never will */
+    if (rc < 0) {
         if (task_state(st->t) == TASK_EXITED)
             st->forked = st->exited = true;
         return -1;
@@ -417,16 +651,26 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
     return 0;
 }
 
-/* Hand the task's pipes to the I/O forwarder. */
+static int pmi_open(struct shell *sh, struct stask *st);
+
+/* Hand the task's pipes to the I/O forwarder and its PMI socket to the
+ * PMI engine. */
 static int task_io(struct shell *sh, struct stask *st)
 {
+    if (pmi_open(sh, st) < 0)
+        return -1;
     return shell_io_add_task(sh->io, st->rank, task_take_fd(st->t, 0),
                              task_take_fd(st->t, 1), task_take_fd(st->t, 2));
 }
 
 static void report_started(struct shell *sh)
 {
-    json_t *tasks = json_array();
+    json_t *tasks;
+
+    if (sh->started)
+        return;
+    sh->started = true;
+    tasks = json_array();
 
     for (uint32_t i = 0; tasks && i < sh->ntasks; i++) {
         if (json_array_append_new(
@@ -472,6 +716,12 @@ int shell_start(struct shell *sh, eddy_error_t *err)
             report_exception(sh, &sh->tasks[i], errnum, e.text);
         return 0;
     }
+    if (stop_mode(sh, &e) < 0 || pmi_create(sh, &e) < 0) {
+        errnum = errno;
+        for (i = 0; i < sh->ntasks; i++)
+            report_exception(sh, &sh->tasks[i], errnum, e.text);
+        return 0;
+    }
     /* fork every task held; the first that cannot start stops the rest */
     for (i = 0; i < sh->ntasks && !failed; i++) {
         struct stask *st = &sh->tasks[i];
@@ -497,7 +747,14 @@ int shell_start(struct shell *sh, eddy_error_t *err)
         }
         return 0;
     }
-    /* release them together, then see which ones made it to exec */
+    if (sh->stop == STOP_FORK) {
+        /* every pid is known and every task held: wait for release */
+        report_started(sh);
+        report_held(sh, sh->ntasks);
+        return 0;
+    }
+    /* release them together, then see which ones made it to exec (with
+     * stop=exec: to their exec stop, which reap() sees) */
     for (i = 0; i < sh->ntasks; i++)
         (void)task_release_begin(sh->tasks[i].t, NULL);
     for (i = 0; i < sh->ntasks; i++) {
@@ -511,7 +768,7 @@ int shell_start(struct shell *sh, eddy_error_t *err)
     }
     if (failed)
         kill_all(sh, SIGKILL);
-    else
+    else if (sh->stop != STOP_EXEC)
         report_started(sh);
     return 0;
 }
@@ -529,4 +786,369 @@ int shell_run(struct shell *sh)
         uv_run(sh->loop, UV_RUN_DEFAULT);
     sh->running = false;
     return sh->failed ? 1 : 0;
+}
+
+/* --- PMI ---------------------------------------------------------------- */
+
+/* Each task's PMI_FD socket is read with libuv and fed to the PMI-1
+ * engine (pmi_server.h); its answers are written back.  The key exchange
+ * at a barrier is kvs.fence to our broker, a collective over the job's
+ * brokers; a job on one node needs none.  A task whose socket misbehaves
+ * is cut off and logged; the others go on. */
+
+struct pmi_write {
+    uv_write_t req;
+    char data[];
+};
+
+static void pmi_log(int client, const char *text, void *arg)
+{
+    struct shell *sh = arg;
+
+    fprintf(stderr, "eddy-shell: job %ju: rank %u: PMI: %s\n",
+            (uintmax_t)sh->id, sh->tasks[client].rank, text);
+}
+
+static void on_pmi_written(uv_write_t *req, int status)
+{
+    free(req->data);
+}
+
+static void pmi_send(int client, const char *line, size_t len, void *arg)
+{
+    struct shell *sh = arg;
+    struct stask *st = &sh->tasks[client];
+    struct pmi_write *w;
+    uv_buf_t buf;
+
+    if (!st->pmi_open || uv_is_closing((uv_handle_t *)&st->pmi_pipe))
+        return;
+    if (!(w = malloc(sizeof(*w) + len))) {
+        pmi_log(client, "out of memory: answer lost", sh);
+        return;
+    }
+    memcpy(w->data, line, len);
+    w->req.data = w;
+    buf = uv_buf_init(w->data, (unsigned int)len);
+    if (uv_write(&w->req, (uv_stream_t *)&st->pmi_pipe, &buf, 1,
+                 on_pmi_written) < 0) {
+        pmi_log(client, "cannot write an answer", sh);
+        free(w);
+    }
+}
+
+static void on_fence(eddy_future_t *f, void *arg)
+{
+    struct shell *sh = arg;
+    struct pmi_kv *kvs = NULL;
+    const char *text, *key;
+    json_t *o = NULL, *map, *v;
+    eddy_error_t e;
+    size_t n = 0;
+
+    if (eddy_rpc_get(f, &text) < 0) {
+        fprintf(stderr, "eddy-shell: job %ju: PMI barrier: kvs.fence: %s\n",
+                (uintmax_t)sh->id, eddy_future_error_string(f));
+        goto fail;
+    }
+    if (!(o = json_loads(text, 0, NULL)) ||
+        !json_is_object(map = json_object_get(o, "kvs")) ||
+        !(kvs = calloc(json_object_size(map) + 1, sizeof(*kvs)))) {
+        fprintf(stderr, "eddy-shell: job %ju: PMI barrier: bad answer\n",
+                (uintmax_t)sh->id);
+        goto fail;
+    }
+    json_object_foreach(map, key, v)
+    {
+        if (!json_is_string(v))
+            continue;
+        kvs[n].key = key;
+        kvs[n].value = json_string_value(v);
+        n++;
+    }
+    if (pmi_server_fence_done(sh->pmi, kvs, n, &e) < 0)
+        fprintf(stderr, "eddy-shell: job %ju: PMI barrier: %s\n",
+                (uintmax_t)sh->id, e.text);
+    free(kvs);
+    json_decref(o);
+    eddy_future_destroy(f);
+    sh->fence = NULL;
+    return;
+fail:
+    free(kvs);
+    json_decref(o);
+    eddy_future_destroy(f);
+    sh->fence = NULL;
+    (void)pmi_server_fence_failed(sh->pmi);
+}
+
+/* Every local task is in the barrier: exchange this node's puts with the
+ * job's other shells. */
+static void pmi_fence(const struct pmi_kv *kvs, size_t count, void *arg)
+{
+    struct shell *sh = arg;
+    eddy_error_t e;
+    json_t *o = NULL, *map = NULL;
+    char *text = NULL;
+
+    if (sh->slice->nnodes <= 1) {
+        if (pmi_server_fence_done(sh->pmi, kvs, count, &e) < 0)
+            fprintf(stderr, "eddy-shell: job %ju: PMI barrier: %s\n",
+                    (uintmax_t)sh->id, e.text);
+        return;
+    }
+    if (sh->ranks)
+        map = json_object();
+    for (size_t i = 0; map && i < count; i++)
+        if (json_object_set_new(map, kvs[i].key, json_string(kvs[i].value)) <
+            0) {
+            json_decref(map);
+            map = NULL;
+        }
+    if (!sh->ranks || !map ||
+        !(o = json_pack("{s:I s:I s:s s:o}", "id", (json_int_t)sh->id, "seq",
+                        (json_int_t)(sh->fence_seq + 1), "ranks", sh->ranks,
+                        "kvs", map)) ||
+        !(text = json_dumps(o, JSON_COMPACT)) ||
+        !(sh->fence =
+              eddy_rpc(sh->h, "kvs.fence", EDDY_RANK_ANY, 0, text, NULL, 0)) ||
+        eddy_future_then(sh->fence, -1, on_fence, sh) < 0) {
+        fprintf(stderr, "eddy-shell: job %ju: PMI barrier: cannot send%s\n",
+                (uintmax_t)sh->id,
+                sh->ranks ? "" : " (no broker ranks in the JOBSLICE)");
+        eddy_future_destroy(sh->fence);
+        sh->fence = NULL;
+        (void)pmi_server_fence_failed(sh->pmi);
+    } else
+        sh->fence_seq++;
+    free(text);
+    json_decref(o);
+}
+
+/* MPI_Abort and the like: rank 0 ends the whole job with this exit code
+ * and an exception naming the rank. */
+static void pmi_abort(int client, int code, const char *msg, void *arg)
+{
+    struct shell *sh = arg;
+
+    send_event(sh, json_pack("{s:s s:I s:i s:s}", "type", "abort", "rank",
+                             (json_int_t)sh->tasks[client].rank, "status",
+                             code < 0 ? 1 : code, "note", msg ? msg : ""));
+}
+
+/* A task left PMI in the middle (no finalize, or during a barrier): the
+ * other tasks would wait for it forever, so the job ends.  Said after its
+ * exit report, so that a task that was killed or crashed shows as such;
+ * "status" -1: the job's status stays the tasks' own. */
+static void report_lost(struct shell *sh, struct stask *st)
+{
+    char note[128];
+
+    if (!st->pmi_lost || !st->exited || sh->lost)
+        return;
+    st->pmi_lost = false;
+    snprintf(note, sizeof(note),
+             "rank %u exited (status %d) without PMI finalize", st->rank,
+             task_exit_code(task_status(st->t)));
+    send_event(sh, json_pack("{s:s s:I s:i s:s}", "type", "abort", "rank",
+                             (json_int_t)st->rank, "status", -1, "note", note));
+}
+
+static void pmi_lost(int client, void *arg)
+{
+    struct shell *sh = arg;
+
+    sh->tasks[client].pmi_lost = true;
+    report_lost(sh, &sh->tasks[client]);
+}
+
+static int pmi_create(struct shell *sh, eddy_error_t *err)
+{
+    static const struct pmi_server_ops ops = {
+        .send = pmi_send,
+        .fence = pmi_fence,
+        .abort = pmi_abort,
+        .log = pmi_log,
+        .lost = pmi_lost,
+    };
+    struct pmi_server_params p = {0};
+    char kvsname[64];
+    int *appnum;
+
+    if (sh->ntasks == 0)
+        return 0;
+    if (!(appnum = calloc(sh->ntasks, sizeof(*appnum)))) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory");
+    }
+    for (uint32_t i = 0; i < sh->ntasks; i++) {
+        int g = jobspec_task_group(sh->js, sh->tasks[i].rank);
+        appnum[i] = g < 0 ? 0 : g;
+    }
+    snprintf(kvsname, sizeof(kvsname), "eddy-%ju", (uintmax_t)sh->id);
+    p.kvsname = kvsname;
+    p.universe_size = (int)sh->slice->size;
+    p.nclients = (int)sh->ntasks;
+    p.appnum = appnum;
+    p.hold_init = sh->stop == STOP_INIT;
+    sh->pmi = pmi_server_create(&p, &ops, sh, err);
+    free(appnum);
+    return sh->pmi ? 0 : -1;
+}
+
+static void shell_pmi_release(struct shell *sh)
+{
+    if (sh->pmi)
+        (void)pmi_server_release(sh->pmi);
+}
+
+/* stop=init: note each task's first cmd=init (the engine withholds the
+ * answer); once every local task sent one, they are held.  Only the first
+ * bytes of each line are looked at. */
+static bool is_init(const char *head, size_t len)
+{
+    return len >= 8 && !strncmp(head, "cmd=init", 8) &&
+           (len == 8 || head[8] == ' ' || head[8] == '\t');
+}
+
+static void pmi_watch_init(struct shell *sh,
+                           struct stask *st,
+                           const char *p,
+                           size_t len)
+{
+    for (size_t i = 0; i < len && !st->init_seen; i++) {
+        bool init = false;
+
+        if (p[i] == '\n') {
+            init = !st->head_done && is_init(st->head, st->headlen);
+            st->headlen = 0;
+            st->head_done = false;
+        } else if (!st->head_done) {
+            st->head[st->headlen++] = p[i];
+            if (st->headlen == sizeof(st->head)) {
+                init = is_init(st->head, st->headlen);
+                st->head_done = true; /* the rest of the line is not ours */
+            }
+        }
+        if (init) {
+            st->init_seen = true;
+            if (++sh->ninit == sh->ntasks)
+                report_held(sh, sh->ntasks);
+        }
+    }
+}
+
+static void on_pmi_closed(uv_handle_t *h)
+{
+}
+
+static void pmi_close(struct stask *st)
+{
+    if (st->pmi_open && !uv_is_closing((uv_handle_t *)&st->pmi_pipe))
+        uv_close((uv_handle_t *)&st->pmi_pipe, on_pmi_closed);
+    if (st->pmi_fd >= 0) {
+        close(st->pmi_fd);
+        st->pmi_fd = -1;
+    }
+}
+
+static void on_pmi_shutdown(uv_shutdown_t *req, int status)
+{
+    struct stask *st = req->data;
+
+    pmi_close(st);
+    free(req);
+}
+
+/* Stop feeding the engine; close once what is queued was written. */
+static void pmi_cut(struct stask *st)
+{
+    uv_shutdown_t *req;
+
+    if (!st->pmi_reading)
+        return;
+    st->pmi_reading = false;
+    uv_read_stop((uv_stream_t *)&st->pmi_pipe);
+    (void)pmi_server_client_gone(st->sh->pmi, (int)st->local_rank);
+    if ((req = calloc(1, sizeof(*req)))) {
+        req->data = st;
+        if (uv_shutdown(req, (uv_stream_t *)&st->pmi_pipe, on_pmi_shutdown) ==
+            0)
+            return;
+        free(req);
+    }
+    pmi_close(st);
+}
+
+static void pmi_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    static char chunk[PMI_SERVER_LINE_MAX];
+
+    /* one read at a time in this one thread: a static buffer is enough */
+    *buf = uv_buf_init(chunk, sizeof(chunk));
+}
+
+static void on_pmi_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct stask *st = s->data;
+    struct shell *sh = st->sh;
+
+    if (nread == 0)
+        return;
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            pmi_log((int)st->local_rank, uv_strerror((int)nread), sh);
+        pmi_cut(st);
+        return;
+    }
+    if (sh->stop == STOP_INIT && !st->init_seen)
+        pmi_watch_init(sh, st, buf->base, (size_t)nread);
+    if (pmi_server_feed(sh->pmi, (int)st->local_rank, buf->base,
+                        (size_t)nread) < 0) {
+        if (errno != EPROTO)
+            pmi_log((int)st->local_rank, strerror(errno), sh);
+        pmi_cut(st);
+    }
+}
+
+static int pmi_open(struct shell *sh, struct stask *st)
+{
+    int rc;
+
+    if (!sh->pmi || st->pmi_fd < 0)
+        return 0;
+    if ((rc = uv_pipe_init(sh->loop, &st->pmi_pipe, 0)) < 0) {
+        errno = -rc;
+        return -1;
+    }
+    st->pmi_open = true;
+    st->pmi_pipe.data = st;
+    if ((rc = uv_pipe_open(&st->pmi_pipe, st->pmi_fd)) < 0) {
+        pmi_close(st);
+        errno = -rc;
+        return -1;
+    }
+    st->pmi_fd = -1; /* the pipe owns it */
+    if ((rc = uv_read_start((uv_stream_t *)&st->pmi_pipe, pmi_alloc,
+                            on_pmi_read)) < 0) {
+        pmi_close(st);
+        errno = -rc;
+        return -1;
+    }
+    st->pmi_reading = true;
+    /* the loop may end while tasks keep their socket open */
+    uv_unref((uv_handle_t *)&st->pmi_pipe);
+    return 0;
+}
+
+static void pmi_close_all(struct shell *sh)
+{
+    bool any = false;
+
+    for (uint32_t i = 0; sh->tasks && i < sh->ntasks; i++) {
+        any = any || sh->tasks[i].pmi_open;
+        pmi_close(&sh->tasks[i]);
+    }
+    if (any)
+        uv_run(sh->loop, UV_RUN_NOWAIT);
 }

@@ -5,7 +5,13 @@
  *     job-exec.shell-hello and decodes the JOBSLICE and jobspec it gets.
  *  2. shell_start() forks every local task held, releases them together
  *     and reports "started" (or an "exception" per task that cannot start,
- *     after which the other local tasks are killed).
+ *     after which the other local tasks are killed).  With a startup
+ *     barrier (jobspec shell option "stop", docs/jobs-protocol.md) the
+ *     tasks stay held before exec ("fork"), are stopped at their exec
+ *     ("exec": reported once reap() saw every exec stop) or run until PMI
+ *     init ("init"); "started" then "held" are reported once they are,
+ *     and a "release" command lets them go.  Every task talks PMI-1 to
+ *     the shell over PMI_FD (pmi_server.h).
  *  3. shell_run() runs the loop: forwards output and stdin (io.h), reaps
  *     tasks and reports each "exit", obeys "kill" commands and SIGTERM,
  *     until every task is reported, all output is flushed and every report

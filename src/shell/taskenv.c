@@ -115,3 +115,27 @@ nomem:
     errprintf(err, "taskenv: out of memory");
     return NULL;
 }
+
+int taskenv_set(char ***env, const char *name, const char *value)
+{
+    size_t n = 0;
+    char **v;
+
+    if (!env || !*env || !name || !*name || strchr(name, '=') || !value) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (taskenv_get(*env, name))
+        return env_put(*env, name, value);
+    while ((*env)[n])
+        n++;
+    if (!(v = realloc(*env, (n + 2) * sizeof(*v))))
+        return -1;
+    v[n] = NULL;
+    *env = v;
+    if (env_put(v, name, value) < 0) {
+        v[n] = NULL;
+        return -1;
+    }
+    return 0;
+}

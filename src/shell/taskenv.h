@@ -41,6 +41,12 @@ char **taskenv_create(const json_t *jobenv,
 /* The value of 'name' in 'env', or NULL. */
 const char *taskenv_get(char *const *env, const char *name);
 
+/* Set NAME=VALUE in '*env' (a vector from taskenv_create(), grown as
+ * needed), replacing an entry of that name.  -1 with errno EINVAL (NULL
+ * argument, or a name that is empty or holds '=') or ENOMEM; '*env' is
+ * then unchanged. */
+int taskenv_set(char ***env, const char *name, const char *value);
+
 /* Free a vector from taskenv_create().  Accepts NULL; keeps errno. */
 void taskenv_destroy(char **env);
 

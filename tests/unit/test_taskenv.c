@@ -114,14 +114,42 @@ static void test_bad(void **state)
     json_decref(a);
 }
 
+/* taskenv_set adds (growing the vector) or replaces, never duplicates,
+ * and refuses bad names leaving the vector as it was. */
+static void test_set(void **state)
+{
+    const char *base[] = {"PMI_FD=9", NULL};
+    char **env = taskenv_create(NULL, base, &ids, NULL);
+    size_t n;
+
+    assert_non_null(env);
+    n = count(env);
+    assert_int_equal(taskenv_set(&env, "PMI_FD", "3"), 0);
+    assert_int_equal(count(env), n);
+    assert_string_equal(taskenv_get(env, "PMI_FD"), "3");
+    assert_int_equal(taskenv_set(&env, "PMI_RANK", "5"), 0);
+    assert_int_equal(taskenv_set(&env, "PMI_SPAWNED", "0"), 0);
+    assert_int_equal(count(env), n + 2);
+    assert_string_equal(taskenv_get(env, "PMI_RANK"), "5");
+    assert_string_equal(taskenv_get(env, "PMI_SPAWNED"), "0");
+    check_ids(env);
+    errno = 0;
+    assert_int_equal(taskenv_set(&env, "A=B", "x"), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(taskenv_set(&env, "", "x"), -1);
+    assert_int_equal(taskenv_set(&env, "X", NULL), -1);
+    assert_int_equal(taskenv_set(NULL, "X", "y"), -1);
+    assert_int_equal(count(env), n + 2);
+    taskenv_destroy(env);
+}
+
 int main(void)
 {
     const char *scale = getenv("EDDY_TEST_TIMEOUT_SCALE");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_base),
-        cmocka_unit_test(test_jobenv),
-        cmocka_unit_test(test_no_uri),
-        cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_base),   cmocka_unit_test(test_jobenv),
+        cmocka_unit_test(test_no_uri), cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_set),
     };
 
     alarm(30 * (scale && atoi(scale) > 0 ? (unsigned)atoi(scale) : 1));
