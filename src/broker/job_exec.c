@@ -538,7 +538,6 @@ static void start_handler(broker_req_t *req, void *arg)
     eddy_error_t err = {{0}};
     char note[PATH_MAX + 256];
     int errnum = EINVAL;
-    json_t *copy;
 
     if (broker_req_is_cancel(req)) {
         start_cancel(ctx, req);
@@ -552,17 +551,7 @@ static void start_handler(broker_req_t *req, void *arg)
                  "job-exec.start: must be a streaming request");
         goto error;
     }
-    /* "ranks" (the job's brokers, for the shell's PMI exchange) is rank
-     * 0's addition to the JOBSLICE that only the shell reads */
-    if (!(copy = json_copy(body))) {
-        errnum = ENOMEM;
-        snprintf(err.text, sizeof(err.text), "out of memory");
-        goto error;
-    }
-    json_object_del(copy, "ranks");
-    js = jobslice_decode(copy, &err);
-    json_decref(copy);
-    if (!js) {
+    if (!(js = jobslice_decode(body, &err))) {
         errnum = errno;
         goto error;
     }

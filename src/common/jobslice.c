@@ -14,6 +14,7 @@ void jobslice_destroy(struct jobslice *s)
         json_decref(s->jobspec);
         idset_destroy(s->tasks);
         idset_destroy(s->cores);
+        free(s->ranks);
         free(s);
     }
     errno = saved_errno;
@@ -63,6 +64,7 @@ struct jobslice *jobslice_decode(const json_t *o, eddy_error_t *err)
     const char *key;
     json_t *v, *id = NULL, *jobspec = NULL, *size = NULL, *nnodes = NULL;
     json_t *node_index = NULL, *tasks = NULL, *cores = NULL, *jstdin = NULL;
+    json_t *ranks = NULL;
     uint64_t u = 0;
 
     if (!json_is_object(o)) {
@@ -88,6 +90,8 @@ struct jobslice *jobslice_decode(const json_t *o, eddy_error_t *err)
             cores = v;
         else if (!strcmp(key, "stdin"))
             jstdin = v;
+        else if (!strcmp(key, "ranks"))
+            ranks = v;
         else {
             errno = EINVAL;
             errprintf(err, "JOBSLICE: unknown key '%.64s'", key);
@@ -134,6 +138,15 @@ struct jobslice *jobslice_decode(const json_t *o, eddy_error_t *err)
         goto error;
     }
     s->has_stdin = json_is_true(jstdin);
+    if (ranks) {
+        idset_t *set = get_idset(ranks, "ranks", err);
+        if (!set)
+            goto error;
+        s->ranks = idset_encode(set);
+        idset_destroy(set);
+        if (!s->ranks)
+            goto nomem;
+    }
     return s;
 nomem:
     errno = ENOMEM;

@@ -40,6 +40,8 @@ struct jobslice {
     idset_t *tasks;      /* task ranks that run here */
     idset_t *cores;      /* core ids here (empty if not given) */
     bool has_stdin;      /* the job's tasks read stdin from messages */
+    char *ranks;         /* the job's broker ranks, canonical idset (for
+                            the PMI exchange); NULL if not given */
 };
 
 /* Decode and validate 'o' (borrowed; the jobspec is referenced, not

@@ -500,20 +500,15 @@ struct shell *shell_create(uint64_t id, eddy_error_t *err)
                             : strerror(errno));
         goto error;
     }
-    if ((o = json_loads(text, 0, NULL)) &&
-        json_is_string(json_object_get(o, "ranks"))) {
-        /* rank 0's addition for the PMI exchange (kvs.fence) */
-        if (!(sh->ranks =
-                  strdup(json_string_value(json_object_get(o, "ranks"))))) {
-            errprintf(err, "out of memory");
-            goto error;
-        }
-    }
-    if (o)
-        json_object_del(o, "ranks");
+    o = json_loads(text, 0, NULL);
     if (!o || !(sh->slice = jobslice_decode(o, &e))) {
         errno = EPROTO;
         errprintf(err, "%s", o ? e.text : "JOBSLICE: not JSON");
+        goto error;
+    }
+    /* The job's broker ranks, for the PMI exchange (kvs.fence). */
+    if (sh->slice->ranks && !(sh->ranks = strdup(sh->slice->ranks))) {
+        errprintf(err, "out of memory");
         goto error;
     }
     json_decref(o);

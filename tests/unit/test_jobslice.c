@@ -46,10 +46,11 @@ static void test_good(void **state)
     eddy_error_t err = {{0}};
     struct jobslice *s;
 
-    s = decode("{\"id\": 42, \"jobspec\": {\"version\": 1}, \"size\": 8,"
-               " \"nnodes\": 2, \"node_index\": 1, \"tasks\": \"4-7\","
-               " \"cores\": \"0-3\", \"stdin\": true}",
-               &err);
+    s = decode(
+        "{\"id\": 42, \"jobspec\": {\"version\": 1}, \"size\": 8,"
+        " \"nnodes\": 2, \"node_index\": 1, \"tasks\": \"4-7\","
+        " \"cores\": \"0-3\", \"stdin\": true, \"ranks\": \"[2,0,1,5]\"}",
+        &err);
     if (!s)
         fail_msg("decode failed: %s", err.text);
     assert_int_equal(s->id, 42);
@@ -60,6 +61,7 @@ static void test_good(void **state)
     assert_int_equal(idset_first(s->tasks), 4);
     assert_int_equal(idset_count(s->cores), 4);
     assert_true(s->has_stdin);
+    assert_string_equal(s->ranks, "0-2,5"); /* canonical form */
     assert_int_equal(json_integer_value(json_object_get(s->jobspec, "version")),
                      1);
     jobslice_destroy(s);
@@ -77,6 +79,7 @@ static void test_defaults(void **state)
         fail_msg("decode failed: %s", err.text);
     assert_false(s->has_stdin);
     assert_int_equal(idset_count(s->cores), 0);
+    assert_null(s->ranks);
     jobslice_destroy(s);
 }
 
@@ -107,6 +110,8 @@ static void test_bad(void **state)
               "'cores'");
     check_bad("{\"id\": 1, " BASE ", \"tasks\": \"0\", \"stdin\": 1}",
               "'stdin'");
+    check_bad("{\"id\": 1, " BASE ", \"tasks\": \"0\", \"ranks\": \"1-\"}",
+              "'ranks'");
 }
 
 static void test_null(void **state)
