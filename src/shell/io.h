@@ -31,10 +31,10 @@
 
 /* Unanswered output bytes per shell, after the protocol (a full window
  * on every shell of a big job still fits in rank 0's memory). */
-#define SHELL_IO_WINDOW (1024 * 1024)
+#define SHELL_IO_WINDOW (2 * 1024 * 1024)
 
 /* Bytes read from a pipe at once, i.e. the largest output message. */
-#define SHELL_IO_CHUNK (64 * 1024)
+#define SHELL_IO_CHUNK (512 * 1024)
 
 typedef struct shell_io shell_io_t;
 

@@ -36,6 +36,9 @@
 /* Extra fd targets are bounded so that the child's loop closing the
  * unused numbers below the highest target stays short. */
 #define TASK_FD_TARGET_MAX 1024
+/* Output pipe size: 1 MiB is Linux's default ceiling for unprivileged
+ * users (/proc/sys/fs/pipe-max-size). */
+#define TASK_PIPE_SIZE (1024 * 1024)
 
 /* Used when the task's environment has no PATH (as execvp does). */
 #define TASK_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -556,6 +559,10 @@ int task_start(task_t *t, eddy_error_t *err)
                 errprintf(err, "rank %u: fcntl: %s", t->rank, strerror(errno));
                 goto error;
             }
+            /* A bigger pipe lets a task that writes fast hand over more
+             * per read; best effort (the system may cap it). */
+            if (i > 0)
+                (void)fcntl(parent_std[i], F_SETPIPE_SZ, TASK_PIPE_SIZE);
             l.src[i] = child_std[i];
             break;
         }
