@@ -312,3 +312,10 @@ last_jobid() {
     run eddy job info --json "$id"
     [ "$(jq -r .exception.type <<<"$output")" != cancel ]
 }
+
+@test "stdin from a file descriptor" {
+    printf 'from-fd\n' >"$T/fdin"
+    run bounded 30 sh -c "eddy run -n 2 -l --input=/dev/fd/5 cat 5<'$T/fdin'"
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = "0: from-fd 1: from-fd " ]
+}
