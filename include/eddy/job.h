@@ -82,6 +82,18 @@ int eddy_jobspec_set_cwd(eddy_jobspec_t *js, const char *cwd);
  * sends (until it sends eof).  -1 with errno EINVAL if 'js' is NULL. */
 int eddy_jobspec_set_stdin(eddy_jobspec_t *js, bool enable);
 
+/* Startup barrier: the job's tasks are held until eddy_job_release().
+ *   "fork"  every task forked (its pid known) but not yet running the
+ *           program;
+ *   "exec"  every task stopped (SIGSTOP) at the first instruction of
+ *           its program, with no tracer, so a debugger can attach;
+ *   "init"  tasks run until they call PMI init and wait there (a program
+ *           that does not use PMI is never held).
+ * NULL removes the barrier (the default).  -1 with errno EINVAL for any
+ * other mode.  The mode is carried in the jobspec as the shell option
+ * "stop" (attributes.system.shell.options.stop). */
+int eddy_jobspec_set_stop(eddy_jobspec_t *js, const char *mode);
+
 /* Time limit in seconds (0: none), and a name for listings. */
 int eddy_jobspec_set_duration(eddy_jobspec_t *js, double seconds);
 int eddy_jobspec_set_name(eddy_jobspec_t *js, const char *name);
@@ -155,6 +167,14 @@ int eddy_jobinfo_node(const eddy_jobinfo_t *info,
 int eddy_jobinfo_task(const eddy_jobinfo_t *info,
                       uint32_t rank,
                       struct eddy_taskinfo *task);
+/* The job's startup barrier (eddy_jobspec_set_stop): 'where' ("fork",
+ * "exec" or "init", borrowed from 'info'), how many tasks are 'held' at
+ * it so far and whether it was 'released' (each may be NULL).  -1 with
+ * errno ENODATA for a job submitted without one. */
+int eddy_jobinfo_barrier(const eddy_jobinfo_t *info,
+                         const char **where,
+                         uint32_t *held,
+                         bool *released);
 /* The whole answer as JSON text (owned by 'info'). */
 const char *eddy_jobinfo_json(const eddy_jobinfo_t *info);
 
@@ -186,6 +206,14 @@ eddy_future_t *eddy_job_signal(eddy_t *h,
 /* Force the job to end: a "cancel" exception, SIGTERM to every task, then
  * SIGKILL after the instance's grace period.  A queued job is dropped. */
 eddy_future_t *eddy_job_cancel(eddy_t *h, eddy_jobid_t id);
+
+/* Let a job held at its startup barrier (eddy_jobspec_set_stop) go.
+ * Read the result with eddy_rpc_get(f, NULL): EINVAL "job N is not held
+ * at a startup barrier (...)" for a job submitted without a stop mode,
+ * already released, not allocated yet or ending; ENOENT unknown job.
+ * A job can be released before all its tasks reached the barrier: they
+ * then go on without waiting. */
+eddy_future_t *eddy_job_release(eddy_t *h, eddy_jobid_t id);
 
 /* Write to the stdin of the tasks in 'ranks' (NULL: all); 'eof' closes
  * it.  'data' is copied. */

@@ -1,5 +1,5 @@
 /* eddy job - look at and control one job: info, attach, wait, kill,
- * cancel, eventlog (nested subcommands from one table). */
+ * cancel, release, eventlog (nested subcommands from one table). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,11 +20,13 @@ static const char *const usage_text =
     "       eddy job wait ID\n"
     "       eddy job kill [-s SIGNAL] [--ranks=IDSET] ID\n"
     "       eddy job cancel ID\n"
+    "       eddy job release ID\n"
     "       eddy job eventlog [--follow] [--json] ID\n"
     "\n"
     "info: state, name, status, exception, times, the job's nodes and\n"
     "  hostnames, and per task rank: node, hostname, pid, appnum, exit\n"
-    "  status and executable.\n"
+    "  status and executable; for a job submitted with --stop, its\n"
+    "  startup barrier (where, how many tasks are held, released or not).\n"
     "attach: print the job's output from its start, then live until it\n"
     "  ends; our stdin goes to its tasks; Ctrl-C sends SIGINT, twice within\n"
     "  a second cancels the job.  Exit status: the job's.  Output beyond\n"
@@ -36,6 +38,8 @@ static const char *const usage_text =
     "  (all, or the task ranks in IDSET).\n"
     "cancel: end the job: an exception is recorded, its tasks get SIGTERM,\n"
     "  then SIGKILL after a grace period; a queued job is dropped.\n"
+    "release: let a job held at its startup barrier (run/submit --stop)\n"
+    "  go; an error if the job is not held at one.\n"
     "eventlog: print the job's events (timestamp, name, context); with\n"
     "  --follow, keep printing until the job is cleaned up.\n"
     "\n"
@@ -106,8 +110,9 @@ static void print_info(const eddy_jobinfo_t *info)
     double start = eddy_jobinfo_time(info, "start");
     double end = eddy_jobinfo_time(info, "finish");
     struct eddy_taskinfo t;
-    const char *host;
-    uint32_t rank;
+    const char *host, *where;
+    uint32_t rank, held;
+    bool released;
     int status;
 
     printf("%-10s%" PRIu64 "\n", "job", eddy_jobinfo_id(info));
@@ -122,6 +127,10 @@ static void print_info(const eddy_jobinfo_t *info)
     printf("%-10s%s\n", "exception", exc ? exc : "-");
     printf("%-10s%" PRIu32 "\n", "ntasks", eddy_jobinfo_ntasks(info));
     printf("%-10s%" PRIu32 "\n", "nnodes", eddy_jobinfo_nnodes(info));
+    if (eddy_jobinfo_barrier(info, &where, &held, &released) == 0)
+        printf("%-10s%s: %" PRIu32 " of %" PRIu32 " tasks held, %s\n",
+               "barrier", where, held, eddy_jobinfo_ntasks(info),
+               released ? "released" : "not released");
     print_time("submit", eddy_jobinfo_time(info, "submit"));
     print_time("alloc", eddy_jobinfo_time(info, "alloc"));
     print_time("start", start);
@@ -313,6 +322,20 @@ static int job_cancel(int argc, char **argv)
     return 0;
 }
 
+static int job_release(int argc, char **argv)
+{
+    eddy_jobid_t id =
+        parse_args("job release", argc, argv, "h", help_only, NULL, NULL);
+    eddy_t *h = cmd_open("job release");
+    eddy_future_t *f;
+
+    if (!(f = eddy_job_release(h, id)) || eddy_rpc_get(f, NULL) < 0)
+        jobid_die("job release", id, f);
+    eddy_future_destroy(f);
+    eddy_close(h);
+    return 0;
+}
+
 /* --- eventlog ----------------------------------------------------------- */
 
 struct evopts {
@@ -391,8 +414,10 @@ static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } job_cmds[] = {
-    {"info", job_info}, {"attach", job_attach}, {"wait", job_wait},
-    {"kill", job_kill}, {"cancel", job_cancel}, {"eventlog", job_eventlog},
+    {"info", job_info},         {"attach", job_attach},
+    {"wait", job_wait},         {"kill", job_kill},
+    {"cancel", job_cancel},     {"release", job_release},
+    {"eventlog", job_eventlog},
 };
 
 static int job_run(int argc, char **argv)

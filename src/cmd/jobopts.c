@@ -28,6 +28,7 @@ enum {
     OPT_ERROR,
     OPT_INPUT,
     OPT_INPUT_RANKS,
+    OPT_STOP,
 };
 
 static const struct option long_opts[] = {
@@ -46,6 +47,7 @@ static const struct option long_opts[] = {
     {"error", required_argument, NULL, OPT_ERROR},
     {"input", required_argument, NULL, OPT_INPUT},
     {"input-ranks", required_argument, NULL, OPT_INPUT_RANKS},
+    {"stop", required_argument, NULL, OPT_STOP},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -314,6 +316,15 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
                 o->input_ranks = optarg;
                 break;
             }
+            case OPT_STOP:
+                if (strcmp(optarg, "fork") && strcmp(optarg, "exec") &&
+                    strcmp(optarg, "init"))
+                    cmd_die(cmd,
+                            "--stop: '%s' is not a stop mode (use fork, "
+                            "exec or init)",
+                            optarg);
+                o->stop = optarg;
+                break;
             default:
                 fprintf(stderr, "Try 'eddy %s -h' for help.\n", cmd);
                 exit(1);
@@ -360,7 +371,8 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
         (tpn && eddy_jobspec_set_tasks_per_node(o->js, tpn) < 0) ||
         (exclusive && eddy_jobspec_set_exclusive(o->js, true) < 0) ||
         (duration > 0 && eddy_jobspec_set_duration(o->js, duration) < 0) ||
-        (name && eddy_jobspec_set_name(o->js, name) < 0))
+        (name && eddy_jobspec_set_name(o->js, name) < 0) ||
+        (o->stop && eddy_jobspec_set_stop(o->js, o->stop) < 0))
         cmd_die(cmd, "%s", strerror(errno));
     if (cwd) {
         char buf[PATH_MAX], *path = NULL;

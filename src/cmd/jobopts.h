@@ -49,7 +49,14 @@
     "                          rank gets its own file)\n"                      \
     "      --error=FILE        write stderr to FILE (default: as --output)\n"  \
     "      --input=FILE        read the tasks' stdin from FILE\n"              \
-    "      --input-ranks=IDSET only these ranks get stdin (others: EOF)\n"
+    "      --input-ranks=IDSET only these ranks get stdin (others: EOF)\n"     \
+    "      --stop=MODE         hold the tasks at a startup barrier until\n"    \
+    "                          'eddy job release ID': fork (forked, pids\n"    \
+    "                          known, program not started), exec (stopped\n"   \
+    "                          at the program's first instruction, for a\n"    \
+    "                          debugger), init (at PMI init; never\n"          \
+    "                          triggers for a program that does not use\n"     \
+    "                          PMI, which then just runs)\n"
 
 struct jobopts {
     eddy_jobspec_t *js;
@@ -58,6 +65,7 @@ struct jobopts {
     const char *error;  /* template or NULL */
     const char *input;  /* file or NULL */
     const char *input_ranks;
+    const char *stop; /* --stop mode or NULL */
 };
 
 /* Parse argv[1..argc-1] as described above into 'o' (zeroed first) and

@@ -1,7 +1,10 @@
 /* eddy run - submit a job, follow its output and wait for it. */
+#include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "jobopts.h"
@@ -17,12 +20,41 @@ static const char *const usage_text =
     "group runs its own command with its own -n, ranks are given to the\n"
     "groups in order, and each group is one appnum.  Ctrl-C sends SIGINT\n"
     "to every task; a second Ctrl-C within a second cancels the job.\n"
+    "With --stop, run does not release the job itself: it says on stderr\n"
+    "when the job is held and keeps following it; release it from\n"
+    "elsewhere (a debugger, a tool, 'eddy job release ID').\n"
     "\n" JOBOPTS_USAGE "  -h, --help              show this help\n";
+
+/* With --stop: say once when the job is held, and how to let it go.
+ * Runs from the handle's loop while jobio_attach() follows the job. */
+static void on_held(eddy_future_t *f, void *arg)
+{
+    eddy_jobid_t id = *(const eddy_jobid_t *)arg;
+    const char *name, *context;
+    json_t *ctx;
+    const char *where = NULL;
+    double ts;
+
+    if (eddy_job_event_get(f, &ts, &name, &context) < 0)
+        return; /* the end of the eventlog (or an error attach reports) */
+    if (!strcmp(name, "barrier-held")) {
+        ctx = json_loads(context ? context : "{}", 0, NULL);
+        if (json_unpack(ctx, "{s:s}", "where", &where) < 0)
+            where = "startup";
+        fprintf(stderr,
+                "eddy run: job %" PRIu64 " held at %s barrier; release "
+                "with: eddy job release %" PRIu64 "\n",
+                id, where, id);
+        json_decref(ctx);
+    }
+    eddy_future_reset(f);
+}
 
 static int run_run(int argc, char **argv)
 {
     struct jobopts o;
     struct jobio io = {0};
+    eddy_future_t *held = NULL;
     eddy_jobid_t id;
     eddy_t *h;
     int status;
@@ -34,7 +66,15 @@ static int run_run(int argc, char **argv)
     h = cmd_open("run");
     id = jobopts_submit("run", h, &o, true);
 
-    /* 3. follow it to the end */
+    /* 3. with --stop nobody but the user can release the job: tell them
+     * when it is held, without stopping to wait for it */
+    if (o.stop &&
+        (!(held = eddy_job_event_watch(h, id, EDDY_JOB_EVENT_FOLLOW)) ||
+         eddy_future_then(held, -1, on_held, &id) < 0))
+        cmd_die("run", "job %" PRIu64 ": cannot watch: %s", id,
+                strerror(errno));
+
+    /* 4. follow it to the end */
     io.label = o.label;
     io.output = o.output;
     io.error = o.error;
@@ -44,6 +84,7 @@ static int run_run(int argc, char **argv)
     io.signals = true;
     io.owner = true;
     status = jobio_attach("run", h, id, &io);
+    eddy_future_destroy(held);
     eddy_close(h);
     jobopts_release(&o);
     return status;

@@ -258,7 +258,10 @@ struct eddy_jobinfo {
     double t[T_COUNT];
     struct node *nodes;
     size_t nodes_count;
-    struct task *tasks; /* indexed by task rank; NULL if none reported */
+    struct task *tasks;        /* indexed by task rank; NULL if none reported */
+    const char *barrier_where; /* NULL: no startup barrier */
+    uint32_t barrier_held;
+    bool barrier_released;
 };
 
 struct eddy_joblist {
@@ -455,6 +458,31 @@ static int decode_tasks(eddy_jobinfo_t *info, const json_t *a, struct why *w)
     return 0;
 }
 
+/* "barrier": null (or absent, from a job manager without startup
+ * barriers) or {"where", "held", "released"}. */
+static int decode_barrier(eddy_jobinfo_t *info, const json_t *b, struct why *w)
+{
+    const json_t *v;
+
+    if (!b || json_is_null(b))
+        return 0;
+    if (!json_is_object(b))
+        return whyf(w, "barrier: expected null or an object");
+    if (get_str(b, "where", &info->barrier_where) < 0 ||
+        (strcmp(info->barrier_where, "fork") &&
+         strcmp(info->barrier_where, "exec") &&
+         strcmp(info->barrier_where, "init"))) {
+        info->barrier_where = NULL;
+        return whyf(w, "barrier.where: expected fork, exec or init");
+    }
+    if (get_u32(b, "held", &info->barrier_held) < 0)
+        return whyf(w, "barrier.held: expected an integer >= 0");
+    if (!json_is_boolean(v = json_object_get(b, "released")))
+        return whyf(w, "barrier.released: expected a boolean");
+    info->barrier_released = json_is_true(v);
+    return 0;
+}
+
 static int decode_info(eddy_jobinfo_t *info, const json_t *o, struct why *w)
 {
     static const char *const tkeys[T_COUNT] = {"t_submit", "t_alloc", "t_start",
@@ -471,6 +499,8 @@ static int decode_info(eddy_jobinfo_t *info, const json_t *o, struct why *w)
     if (decode_exception(json_object_get(o, "exception"), &info->exception) < 0)
         return whyf(w, "exception: expected null or an object");
     if (decode_nodes(info, json_object_get(o, "nodes"), w) < 0)
+        return -1;
+    if (decode_barrier(info, json_object_get(o, "barrier"), w) < 0)
         return -1;
     return decode_tasks(info, json_object_get(o, "tasks"), w);
 }
@@ -638,6 +668,28 @@ int eddy_jobinfo_task(const eddy_jobinfo_t *info,
     return 0;
 }
 
+int eddy_jobinfo_barrier(const eddy_jobinfo_t *info,
+                         const char **where,
+                         uint32_t *held,
+                         bool *released)
+{
+    if (!info) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!info->barrier_where) {
+        errno = ENODATA;
+        return -1;
+    }
+    if (where)
+        *where = info->barrier_where;
+    if (held)
+        *held = info->barrier_held;
+    if (released)
+        *released = info->barrier_released;
+    return 0;
+}
+
 const char *eddy_jobinfo_json(const eddy_jobinfo_t *info)
 {
     return info ? info->json : NULL;
@@ -766,6 +818,11 @@ eddy_future_t *eddy_job_signal(eddy_t *h,
 eddy_future_t *eddy_job_cancel(eddy_t *h, eddy_jobid_t id)
 {
     return id_rpc(h, "job.cancel", id);
+}
+
+eddy_future_t *eddy_job_release(eddy_t *h, eddy_jobid_t id)
+{
+    return id_rpc(h, "job.release", id);
 }
 
 eddy_future_t *eddy_job_stdin(eddy_t *h,

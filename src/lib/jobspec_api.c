@@ -38,7 +38,8 @@ struct eddy_jobspec {
     char *cwd;
     double duration;
     char *name;
-    bool stdin_msgs; /* tasks read stdin sent with eddy_job_stdin() */
+    bool stdin_msgs;  /* tasks read stdin sent with eddy_job_stdin() */
+    const char *stop; /* startup barrier (a static string) or NULL */
 };
 
 static void group_release(struct group *g)
@@ -164,6 +165,28 @@ int eddy_jobspec_set_stdin(eddy_jobspec_t *js, bool enable)
     }
     js->stdin_msgs = enable;
     return 0;
+}
+
+int eddy_jobspec_set_stop(eddy_jobspec_t *js, const char *mode)
+{
+    static const char *const modes[] = {"fork", "exec", "init"};
+
+    if (!js) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!mode) {
+        js->stop = NULL;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        if (!strcmp(mode, modes[i])) {
+            js->stop = modes[i];
+            return 0;
+        }
+    }
+    errno = EINVAL;
+    return -1;
 }
 
 bool jobspec_api_stdin(const struct eddy_jobspec *js)
@@ -347,6 +370,16 @@ static int fill_builder(const eddy_jobspec_t *js,
     }
     if (name && jobspec_builder_set_job_name(b, name) < 0)
         goto error;
+    if (js->stop) {
+        json_t *mode = json_string(js->stop);
+        int rc = mode ? jobspec_builder_set_shell_option(b, "stop", mode) : -1;
+
+        json_decref(mode);
+        if (rc < 0) {
+            errno = ENOMEM;
+            goto error;
+        }
+    }
     return 0;
 error:
     json_decref(env);

@@ -220,6 +220,26 @@ static const char *const bad_info[] = {
 };
 #define NBAD_INFO (sizeof(bad_info) / sizeof(bad_info[0]))
 
+/* Job 20: held at its exec barrier; 21, 22, 23: malformed barriers. */
+#define INFO_HEAD(id)                                                          \
+    "{\"id\":" #id ",\"state\":\"RUN\",\"name\":\"x\",\"ntasks\":0,"           \
+    "\"nnodes\":1,\"t_submit\":1,\"status\":null,\"reason\":\"\","             \
+    "\"jobspec\":{},\"t_alloc\":0,\"t_start\":0,\"t_finish\":0,"               \
+    "\"t_clean\":0,\"exception\":null,\"nodes\":[],\"tasks\":[],"
+static const char *const barrier_info[] = {
+    INFO_HEAD(20) "\"barrier\":{\"where\":\"exec\",\"held\":4,"
+                  "\"released\":false}}",
+    INFO_HEAD(21) "\"barrier\":{\"where\":\"start\",\"held\":4,"
+                  "\"released\":false}}",
+    INFO_HEAD(22) "\"barrier\":{\"where\":\"init\",\"held\":-1,"
+                  "\"released\":false}}",
+    INFO_HEAD(23) "\"barrier\":{\"where\":\"fork\",\"held\":1,"
+                  "\"released\":1}}",
+    INFO_HEAD(24) "\"barrier\":\"fork\"}",
+    INFO_HEAD(25) "\"barrier\":null}",
+};
+#define NBARRIER_INFO (sizeof(barrier_info) / sizeof(barrier_info[0]))
+
 #define SUMMARY_1                                                              \
     "{\"id\":1,\"state\":\"INACTIVE\",\"name\":\"a\",\"ntasks\":2,"            \
     "\"nnodes\":2,\"t_submit\":100.5,\"status\":0,\"reason\":\"\"}"
@@ -409,6 +429,8 @@ static int serve_one(struct fake *fk, int fd, const msg_t *req)
             return respond_json(fd, req, INFO_3, 0);
         if (id >= 10 && id < 10 + (json_int_t)NBAD_INFO)
             return respond_json(fd, req, bad_info[id - 10], 0);
+        if (id >= 20 && id < 20 + (json_int_t)NBARRIER_INFO)
+            return respond_json(fd, req, barrier_info[id - 20], 0);
         return respond_error(fd, req, ENOENT, "job 99: no such job");
     }
     if (!strcmp(t, "job.list")) {
@@ -418,6 +440,15 @@ static int serve_one(struct fake *fk, int fd, const msg_t *req)
                             all ? "{\"jobs\":[" SUMMARY_1 "," SUMMARY_2 "]}"
                                 : "{\"jobs\":[" SUMMARY_2 "]}",
                             0);
+    }
+    if (!strcmp(t, "job.release")) {
+        if (id == 20)
+            return respond_json(fd, req, "{}", 0);
+        if (id == 99)
+            return respond_error(fd, req, ENOENT, "job 99: no such job");
+        return respond_error(fd, req, EINVAL,
+                             "job 1 is not held at a startup barrier "
+                             "(submitted without a stop mode)");
     }
     if (!strcmp(t, "job.kill") || !strcmp(t, "job.cancel") ||
         !strcmp(t, "job-io.stdin") || !strcmp(t, "test.sync"))
@@ -1150,6 +1181,147 @@ static void test_control(void **state)
     eddy_close(h);
 }
 
+/* ---- startup barriers ------------------------------------------------ */
+
+/* The "stop" shell option of an encoded description, or NULL. */
+static const char *stop_option(json_t *o)
+{
+    json_t *v = json_object_get(
+        json_object_get(
+            json_object_get(
+                json_object_get(json_object_get(o, "attributes"), "system"),
+                "shell"),
+            "options"),
+        "stop");
+
+    return json_string_value(v);
+}
+
+static void test_jobspec_stop(void **state)
+{
+    eddy_jobspec_t *js = eddy_jobspec_create();
+    char *const argv[] = {(char *)"true"};
+    static const char *const modes[] = {"fork", "exec", "init"};
+    char mode[8];
+    json_t *o;
+
+    assert_non_null(js);
+    assert_int_equal(eddy_jobspec_add_group(js, 1, argv, 2), 0);
+    /* none by default */
+    o = encode_ok(js);
+    assert_null(stop_option(o));
+    json_decref(o);
+    for (size_t i = 0; i < 3; i++) {
+        /* the mode is copied, not borrowed */
+        snprintf(mode, sizeof(mode), "%s", modes[i]);
+        assert_int_equal(eddy_jobspec_set_stop(js, mode), 0);
+        memset(mode, 0, sizeof(mode));
+        o = encode_ok(js);
+        assert_non_null(stop_option(o));
+        assert_string_equal(stop_option(o), modes[i]);
+        json_decref(o);
+    }
+    /* a bad mode is refused and leaves the old one */
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_stop(js, "start"), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_stop(js, ""), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_stop(js, "FORK"), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_jobspec_set_stop(NULL, "fork"), -1);
+    assert_int_equal(errno, EINVAL);
+    o = encode_ok(js);
+    assert_string_equal(stop_option(o), "init");
+    json_decref(o);
+    /* NULL removes it */
+    assert_int_equal(eddy_jobspec_set_stop(js, NULL), 0);
+    o = encode_ok(js);
+    assert_null(stop_option(o));
+    json_decref(o);
+    eddy_jobspec_destroy(js);
+}
+
+static void test_barrier(void **state)
+{
+    struct fake *fk = *state;
+    eddy_t *h = open_ok(fk);
+    eddy_jobinfo_t *info;
+    eddy_future_t *f;
+    const char *where = NULL;
+    uint32_t held = 0;
+    bool released = true;
+    json_t *req;
+
+    /* held at exec */
+    assert_non_null(f = eddy_job_info(h, 20));
+    assert_non_null(info = eddy_job_info_get(f));
+    eddy_future_destroy(f);
+    assert_int_equal(eddy_jobinfo_barrier(info, &where, &held, &released), 0);
+    assert_string_equal(where, "exec");
+    assert_int_equal(held, 4);
+    assert_false(released);
+    assert_int_equal(eddy_jobinfo_barrier(info, NULL, NULL, NULL), 0);
+    eddy_jobinfo_destroy(info);
+
+    /* no barrier: absent (job 1) or null (job 25) */
+    assert_non_null(f = eddy_job_info(h, 1));
+    assert_non_null(info = eddy_job_info_get(f));
+    eddy_future_destroy(f);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_barrier(info, &where, &held, &released), -1);
+    assert_int_equal(errno, ENODATA);
+    eddy_jobinfo_destroy(info);
+    assert_non_null(f = eddy_job_info(h, 25));
+    assert_non_null(info = eddy_job_info_get(f));
+    eddy_future_destroy(f);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_barrier(info, NULL, NULL, NULL), -1);
+    assert_int_equal(errno, ENODATA);
+    eddy_jobinfo_destroy(info);
+    errno = 0;
+    assert_int_equal(eddy_jobinfo_barrier(NULL, &where, NULL, NULL), -1);
+    assert_int_equal(errno, EINVAL);
+
+    /* malformed barriers are protocol errors naming the field */
+    for (json_int_t id = 21; id <= 24; id++) {
+        assert_non_null(f = eddy_job_info(h, (eddy_jobid_t)id));
+        errno = 0;
+        assert_null(eddy_job_info_get(f));
+        assert_int_equal(errno, EPROTO);
+        assert_non_null(strstr(eddy_future_error_string(f), "barrier"));
+        eddy_future_destroy(f);
+    }
+
+    /* release */
+    errno = 0;
+    assert_null(eddy_job_release(NULL, 20));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(f = eddy_job_release(h, 20));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.release");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 20);
+    assert_int_equal(json_object_size(req), 1);
+    json_decref(req);
+    assert_non_null(f = eddy_job_release(h, 1));
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(f, NULL), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(
+        strstr(eddy_future_error_string(f), "not held at a startup barrier"));
+    eddy_future_destroy(f);
+    assert_non_null(f = eddy_job_release(h, 99));
+    errno = 0;
+    assert_int_equal(eddy_rpc_get(f, NULL), -1);
+    assert_int_equal(errno, ENOENT);
+    eddy_future_destroy(f);
+    eddy_close(h);
+}
+
 /* ---- eventlog --------------------------------------------------------- */
 
 static void test_eventlog(void **state)
@@ -1436,6 +1608,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_info, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control, setup, teardown),
+        cmocka_unit_test(test_jobspec_stop),
+        cmocka_unit_test_setup_teardown(test_barrier, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eventlog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_detach, setup, teardown),
