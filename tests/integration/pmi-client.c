@@ -7,6 +7,12 @@
  *                              Rank 0 prints "pmi barrier ok: N ranks,
  *                              barrier S s" (the time of the barrier as
  *                              rank 0 saw it).
+ *   eddy-pmi-client --times    the same, and every rank also prints
+ *                              "times ENTER EXIT": CLOCK_REALTIME when it
+ *                              entered and left the barrier, so that the
+ *                              cost of the barrier itself is the last exit
+ *                              minus the last entry (without the start-up
+ *                              skew rank 0's own wait includes).
  *   eddy-pmi-client --stamp    no PMI: print the CLOCK_REALTIME at which
  *                              the program started, "stamp SECONDS", to
  *                              measure when held tasks start running.
@@ -45,7 +51,8 @@ int main(int argc, char **argv)
     static char kvs[256], key[64], val[VALLEN + 1], got[VALLEN + 1],
         want[VALLEN + 1];
     int spawned, rank, size, next, rc;
-    double t0, t1;
+    double t0, t1, r0, r1;
+    int times = argc > 1 && !strcmp(argv[1], "--times");
 
     if (argc > 1 && !strcmp(argv[1], "--stamp")) {
         printf("stamp %.6f\n", now(CLOCK_REALTIME));
@@ -65,12 +72,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "pmi-client: rank %d: put: error %d\n", rank, rc);
         return 1;
     }
+    r0 = now(CLOCK_REALTIME);
     t0 = now(CLOCK_MONOTONIC);
     if ((rc = PMI_Barrier()) != PMI_SUCCESS) {
         fprintf(stderr, "pmi-client: rank %d: barrier: error %d\n", rank, rc);
         return 1;
     }
     t1 = now(CLOCK_MONOTONIC);
+    r1 = now(CLOCK_REALTIME);
     next = (rank + 1) % size;
     snprintf(key, sizeof(key), "k%d", next);
     make_value(want, next);
@@ -88,6 +97,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pmi-client: rank %d: finalize: error %d\n", rank, rc);
         return 1;
     }
+    if (times)
+        printf("times %.6f %.6f\n", r0, r1);
     if (rank == 0)
         printf("pmi barrier ok: %d ranks, barrier %.6f s\n", size, t1 - t0);
     return 0;
