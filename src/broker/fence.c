@@ -1,5 +1,5 @@
 /* fence.c - which contributions a broker waits for in a kvs fence, and
- * their merge (see fence.h). */
+ * their concatenation (see fence.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,34 +16,11 @@ struct fence {
     uint32_t nreceived;
     bool *expected; /* per slot */
     bool *filled;   /* per slot */
-    json_t *kvs;
-    size_t size; /* JSON-encoded size of kvs */
+    char *buf;      /* the records, concatenated */
+    size_t size;    /* bytes used in buf */
+    size_t alloc;   /* bytes allocated for buf */
+    size_t nkeys;   /* records in buf */
 };
-
-/* Bytes a string takes inside quotes once jansson escapes it (compact
- * output, UTF-8 kept as is). */
-static size_t escaped_len(const char *s, size_t len)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' ||
-            c == '\r' || c == '\t')
-            n += 2;
-        else if (c < 0x20 || c == 0x7f)
-            n += 6;
-        else
-            n++;
-    }
-    return n;
-}
-
-size_t fence_entry_size(const char *key, const char *value, size_t value_len)
-{
-    /* "key":"value", -> two pairs of quotes, a colon, a comma */
-    return escaped_len(key, strlen(key)) + escaped_len(value, value_len) + 6;
-}
 
 fence_t *fence_create(uint32_t rank,
                       uint32_t size,
@@ -77,10 +54,8 @@ fence_t *fence_create(uint32_t rank,
     f->fanout = fanout;
     f->nchildren = topo_nchildren(rank, size, fanout);
     if (!(f->expected = calloc(f->nchildren + 1, sizeof(bool))) ||
-        !(f->filled = calloc(f->nchildren + 1, sizeof(bool))) ||
-        !(f->kvs = json_object()))
+        !(f->filled = calloc(f->nchildren + 1, sizeof(bool))))
         goto nomem;
-    f->size = 2; /* {} */
     first_child = f->nchildren ? topo_child(rank, fanout, 0) : 0;
     /* Map each rank of the job to the child on its route: a child is
      * expected iff its subtree holds one of them. */
@@ -123,7 +98,7 @@ void fence_destroy(fence_t *f)
     if (f) {
         free(f->expected);
         free(f->filled);
-        json_decref(f->kvs);
+        free(f->buf);
         free(f);
     }
     errno = saved;
@@ -188,11 +163,42 @@ uint32_t fence_nreceived(const fence_t *f)
     return f->nreceived;
 }
 
-int fence_add(fence_t *f, int slot, const json_t *kvs, eddy_error_t *err)
+long fence_check_records(const void *data, size_t len, eddy_error_t *err)
 {
-    const char *key;
-    json_t *val;
-    size_t add = 0;
+    const char *p = data, *end, *nul;
+    long n = 0;
+
+    if (len == 0)
+        return 0; /* data may be NULL: no arithmetic on it */
+    end = p + len;
+
+    /* Walk the NULs: even ones end keys, odd ones end values. */
+    while (p < end) {
+        if (!(nul = memchr(p, '\0', (size_t)(end - p)))) {
+            errno = EPROTO;
+            return errprintf(err, "fence: record %ld: no NUL after the %s", n,
+                             "key");
+        }
+        if (nul == p) {
+            errno = EPROTO;
+            return errprintf(err, "fence: record %ld: empty key", n);
+        }
+        p = nul + 1;
+        if (p >= end || !(nul = memchr(p, '\0', (size_t)(end - p)))) {
+            errno = EPROTO;
+            return errprintf(err, "fence: record %ld: no NUL after the %s", n,
+                             "value");
+        }
+        p = nul + 1;
+        n++;
+    }
+    return n;
+}
+
+int fence_add(
+    fence_t *f, int slot, const void *data, size_t len, eddy_error_t *err)
+{
+    long n;
 
     if (!fence_slot_expected(f, slot)) {
         errno = EINVAL;
@@ -204,48 +210,30 @@ int fence_add(fence_t *f, int slot, const json_t *kvs, eddy_error_t *err)
         errno = EINVAL;
         return errprintf(err, "fence: contribution repeated");
     }
-    if (!json_is_object(kvs)) {
-        errno = EPROTO;
-        return errprintf(err, "fence: kvs is not an object");
+    if (len > FENCE_KVS_MAX - f->size) {
+        errno = EFBIG;
+        return errprintf(err, "fence: merged kvs passes %u bytes",
+                         FENCE_KVS_MAX);
     }
-    /* Check everything first, so that a refused contribution leaves the
-     * merged map as it was.  Keys within one object are already unique. */
-    json_object_foreach((json_t *)kvs, key, val)
-    {
-        if (!json_is_string(val)) {
-            errno = EPROTO;
-            return errprintf(err, "fence: key '%.64s': value is not a string",
-                             key);
-        }
-        if (json_object_get(f->kvs, key)) {
-            errno = EEXIST;
-            return errprintf(err, "fence: key '%.64s' put twice", key);
-        }
-        add += fence_entry_size(key, json_string_value(val),
-                                json_string_length(val));
-        if (f->size + add > FENCE_KVS_MAX) {
-            errno = EFBIG;
-            return errprintf(err, "fence: merged kvs passes %u bytes",
-                             FENCE_KVS_MAX);
-        }
-    }
-    json_object_foreach((json_t *)kvs, key, val)
-    {
-        if (json_object_set(f->kvs, key, val) < 0) {
-            /* only out of memory: undo what was merged */
-            const char *k2;
-            json_t *v2;
-            json_object_foreach((json_t *)kvs, k2, v2)
-            {
-                if (k2 == key)
-                    break;
-                json_object_del(f->kvs, k2);
-            }
+    if ((n = fence_check_records(data, len, err)) < 0)
+        return -1;
+    if (f->size + len > f->alloc) {
+        /* grow geometrically: a broker with many children appends often */
+        size_t want = f->alloc ? f->alloc : 4096;
+        char *nb;
+        while (want < f->size + len)
+            want *= 2;
+        if (!(nb = realloc(f->buf, want))) {
             errno = ENOMEM;
             return errprintf(err, "fence: out of memory");
         }
+        f->buf = nb;
+        f->alloc = want;
     }
-    f->size += add;
+    if (len)
+        memcpy(f->buf + f->size, data, len);
+    f->size += len;
+    f->nkeys += (size_t)n;
     f->filled[slot] = true;
     f->nreceived++;
     return 0;
@@ -256,14 +244,14 @@ bool fence_complete(const fence_t *f)
     return f->nreceived == f->nexpected;
 }
 
-json_t *fence_kvs(const fence_t *f)
+const void *fence_data(const fence_t *f)
 {
-    return f->kvs;
+    return f->size ? f->buf : NULL;
 }
 
 size_t fence_nkeys(const fence_t *f)
 {
-    return json_object_size(f->kvs);
+    return f->nkeys;
 }
 
 size_t fence_size(const fence_t *f)

@@ -2,8 +2,14 @@
  *
  * A fence is a collective over the brokers of a job (docs/kvs-fence.md):
  * each broker waits for its own shell's contribution if it is in the job,
- * and for one merged contribution from each child whose subtree holds a
- * rank of the job; it merges them and passes one map up.
+ * and for one combined contribution from each child whose subtree holds a
+ * rank of the job; it concatenates them and passes one buffer up.
+ *
+ * Contributions are raw payloads: a sequence of records "KEY\0VALUE\0"
+ * (keys non-empty, neither holds a NUL).  Brokers only check that shape
+ * and concatenate; they never look at keys, so a key put twice is found
+ * where the map is used (the shells), and every participant sees the
+ * same bytes.
  *
  * Lifecycle:
  *  1. fence_create() from this broker's rank, the tree shape and the job's
@@ -11,12 +17,12 @@
  *     (fence_expects_local(), fence_expects_child()).
  *  2. fence_add() once per contribution, in any order, into its slot
  *     (FENCE_SLOT_LOCAL, or fence_child_slot() of the sending child).
- *  3. Once fence_complete(), fence_kvs() is the merged map.
+ *  3. Once fence_complete(), fence_data() is the concatenation.
  *  4. fence_destroy().
  *
- * Invariants: the merged map never holds a key twice, its values are
- * strings, and fence_size() (its JSON-encoded size) stays at most
- * FENCE_KVS_MAX.  A failed fence_add() changes nothing.
+ * Invariants: the buffer is a whole number of well-formed records and
+ * fence_size() stays at most FENCE_KVS_MAX.  A failed fence_add() changes
+ * nothing.
  */
 #ifndef EDDY_BROKER_FENCE_H
 #define EDDY_BROKER_FENCE_H
@@ -24,14 +30,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <jansson.h>
 
 #include "eddy/core.h"
 #include "src/common/idset.h"
 
-/* The merged map travels down in one response body (MSG_BODY_MAX is
- * 4 MiB); keep 64 KiB for the rest of the message. */
-#define FENCE_KVS_MAX ((4u << 20) - (64u << 10))
+/* The merged records travel down as one raw payload: at most
+ * MSG_PAYLOAD_MAX (16 MiB, src/common/msg.h). */
+#define FENCE_KVS_MAX (16u << 20)
 
 /* The slot of this broker's own shell; child i of this broker is slot
  * 1 + i. */
@@ -84,26 +89,29 @@ bool fence_slot_filled(const fence_t *f, int slot);
 uint32_t fence_nexpected(const fence_t *f);
 uint32_t fence_nreceived(const fence_t *f);
 
-/* Merge 'kvs' (a JSON object of string values, borrowed) as the
- * contribution of 'slot'.  -1 with errno and 'err' set, and nothing
- * merged: EINVAL if the slot is not expected or already filled; EPROTO if
- * 'kvs' is not an object or a value is not a string; EEXIST if a key is
- * already in the merged map ('err' names it); EFBIG if the merged map
- * would pass FENCE_KVS_MAX. */
-int fence_add(fence_t *f, int slot, const json_t *kvs, eddy_error_t *err);
+/* Check that 'data'/'len' is a sequence of records "KEY\0VALUE\0" with
+ * non-empty keys (empty when len is 0; data may be NULL then).  Returns
+ * the number of records, or -1 with errno EPROTO and 'err' set.  Pure; a
+ * memchr() scan, no copy. */
+long fence_check_records(const void *data, size_t len, eddy_error_t *err);
+
+/* Append the records 'data'/'len' (copied) as the contribution of
+ * 'slot'.  -1 with errno and 'err' set, and nothing added: EINVAL if the
+ * slot is not expected or already filled; EPROTO if the records are
+ * malformed (fence_check_records()); EFBIG if the buffer would pass
+ * FENCE_KVS_MAX; ENOMEM. */
+int fence_add(
+    fence_t *f, int slot, const void *data, size_t len, eddy_error_t *err);
 
 /* True once every expected contribution has been added. */
 bool fence_complete(const fence_t *f);
 
-/* The merged map so far (borrowed: json_incref() it to keep it). */
-json_t *fence_kvs(const fence_t *f);
+/* The concatenated records so far (borrowed, valid until the next
+ * fence_add() or fence_destroy(); NULL when empty). */
+const void *fence_data(const fence_t *f);
 
-/* Number of keys, and JSON-encoded size in bytes, of the merged map. */
+/* Number of records, and bytes, of the concatenation. */
 size_t fence_nkeys(const fence_t *f);
 size_t fence_size(const fence_t *f);
-
-/* The bytes "KEY":"VALUE", take in a compact JSON object (with escapes,
- * as jansson writes them) plus its separator.  Pure. */
-size_t fence_entry_size(const char *key, const char *value, size_t value_len);
 
 #endif /* !EDDY_BROKER_FENCE_H */

@@ -2,8 +2,9 @@
  * job's shells (PMI puts) as a tree collective (docs/kvs-fence.md).
  *
  *   kvs.fence  from the local shell or a child broker:
- *              {"id","seq","ranks","kvs"}; answered with {"kvs": map}
- *              once the whole job's contributions are merged at rank 0
+ *              {"id","seq","ranks"} + payload: records "KEY\0VALUE\0";
+ *              answered with {"count": N} + the whole job's records, once
+ *              every contribution is concatenated at rank 0
  *   kvs.abort  between brokers, no response: {"id","seq","ranks",
  *              "errnum","errstr","from"}: the fence failed somewhere
  *
@@ -13,6 +14,10 @@
  * repeated contribution is answered at once instead of waiting forever.
  * A fence that fails anywhere floods kvs.abort over the job's part of the
  * tree, so every participant gets the error without waiting for the rest.
+ *
+ * The records are bulk data: brokers only check their shape (a memchr()
+ * scan), concatenate them going up and pass the root's bytes unchanged
+ * going down; they never decode them into JSON (docs/architecture.md).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +38,9 @@
 /* Jobs remembered per broker: the idle ones used least recently are
  * forgotten past this, so memory stays bounded whatever the job count. */
 #define KVS_JOBS_MAX 1024
+
+/* The job's records travel down in one response payload. */
+_Static_assert(FENCE_KVS_MAX <= MSG_PAYLOAD_MAX, "fence payload too large");
 
 struct active {
     int64_t seq;
@@ -243,8 +251,13 @@ static void fence_fail(struct kvs_ctx *ctx,
 }
 
 /* The fence is complete everywhere: answer every participant here with
- * the full map. */
-static void fence_succeed(struct kvs_ctx *ctx, struct kjob *j, json_t *kvs)
+ * the whole job's records ('count' of them in 'data'/'len'), the same
+ * bytes for each. */
+static void fence_succeed(struct kvs_ctx *ctx,
+                          struct kjob *j,
+                          json_int_t count,
+                          const void *data,
+                          size_t len)
 {
     struct active *a = j->act;
 
@@ -254,8 +267,8 @@ static void fence_succeed(struct kvs_ctx *ctx, struct kjob *j, json_t *kvs)
         json_t *o;
         if (!a->reqs[s])
             continue;
-        if (!(o = json_pack("{s:O}", "kvs", kvs)) ||
-            broker_respond(a->reqs[s], o, NULL, 0, 0) < 0)
+        if (!(o = json_pack("{s:I}", "count", count)) ||
+            broker_respond(a->reqs[s], o, data, len, 0) < 0)
             broker_respond_error(a->reqs[s], errno ? errno : ENOMEM,
                                  "kvs.fence: rank %u: cannot send the result",
                                  broker_rank(ctx->b));
@@ -263,13 +276,14 @@ static void fence_succeed(struct kvs_ctx *ctx, struct kjob *j, json_t *kvs)
     active_destroy(a);
 }
 
-/* The parent's answer: the full map, or the error of the whole fence. */
+/* The parent's answer: the whole job's records, or the error of the
+ * whole fence. */
 static void up_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
 {
     struct kjob *j = arg;
     struct kvs_ctx *ctx = j->ctx;
     struct active *a = j->act;
-    json_t *kvs;
+    json_int_t count = -1;
 
     if (!a || a->up != rpc)
         return;
@@ -280,8 +294,11 @@ static void up_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
                    s && *s ? s : strerror((int)msg->errnum));
         return;
     }
+    /* Only the metadata is checked: the records were checked where they
+     * entered the tree, and the shells decode them. */
     if (!msg->body ||
-        !json_is_object(kvs = json_object_get(msg->body, "kvs"))) {
+        json_unpack_ex(msg->body, NULL, 0, "{s:I}", "count", &count) < 0 ||
+        count < 0 || (size_t)count > msg->payload_len / 2) {
         fence_fail(ctx, j, TOPO_NONE, EPROTO,
                    "kvs.fence: job %ju fence %jd: rank %u: bad answer from"
                    " rank %u",
@@ -289,11 +306,11 @@ static void up_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
                    topo_parent(ctx->b->rank, ctx->b->fanout));
         return;
     }
-    fence_succeed(ctx, j, kvs);
+    fence_succeed(ctx, j, count, msg->payload, msg->payload_len);
 }
 
-/* Every contribution is in: answer at the root, else pass the merged map
- * up. */
+/* Every contribution is in: answer at the root, else pass the
+ * concatenated records up. */
 static void fence_progress(struct kvs_ctx *ctx, struct kjob *j)
 {
     struct active *a = j->act;
@@ -303,15 +320,15 @@ static void fence_progress(struct kvs_ctx *ctx, struct kjob *j)
     if (!fence_complete(a->f) || a->up)
         return;
     if (b->rank == 0) {
-        fence_succeed(ctx, j, fence_kvs(a->f));
+        fence_succeed(ctx, j, (json_int_t)fence_nkeys(a->f), fence_data(a->f),
+                      fence_size(a->f));
         return;
     }
-    o = json_pack("{s:I s:I s:s s:O}", "id", (json_int_t)j->id, "seq",
-                  (json_int_t)a->seq, "ranks", a->ranks_str, "kvs",
-                  fence_kvs(a->f));
+    o = json_pack("{s:I s:I s:s}", "id", (json_int_t)j->id, "seq",
+                  (json_int_t)a->seq, "ranks", a->ranks_str);
     if (!o ||
         !(a->up = broker_rpc(b, "kvs.fence", topo_parent(b->rank, b->fanout), 0,
-                             o, NULL, 0, up_cb, j)))
+                             o, fence_data(a->f), fence_size(a->f), up_cb, j)))
         fence_fail(ctx, j, TOPO_NONE, errno ? errno : ENOMEM,
                    "kvs.fence: job %ju fence %jd: rank %u: cannot forward: %s",
                    (uintmax_t)j->id, (intmax_t)a->seq, b->rank,
@@ -414,7 +431,6 @@ static void fence_cb(broker_req_t *req, void *arg)
     const msg_t *msg = broker_req_msg(req);
     json_int_t id, seq;
     const char *ranks_s;
-    json_t *kvs;
     idset_t *ranks = NULL;
     char *canon = NULL;
     struct kjob *j;
@@ -427,12 +443,10 @@ static void fence_cb(broker_req_t *req, void *arg)
         return;
     }
     /* decode */
-    if (!msg->body ||
-        json_unpack_ex(msg->body, NULL, 0, "{s:I s:I s:s s:o}", "id", &id,
-                       "seq", &seq, "ranks", &ranks_s, "kvs", &kvs) < 0) {
+    if (!msg->body || json_unpack_ex(msg->body, NULL, 0, "{s:I s:I s:s}", "id",
+                                     &id, "seq", &seq, "ranks", &ranks_s) < 0) {
         errno = EPROTO;
-        errprintf(&err, "kvs.fence: rank %u: want {id, seq, ranks, kvs}",
-                  b->rank);
+        errprintf(&err, "kvs.fence: rank %u: want {id, seq, ranks}", b->rank);
         goto error;
     }
     /* validate */
@@ -513,7 +527,7 @@ static void fence_cb(broker_req_t *req, void *arg)
     j->act->reqs[slot] = broker_req_incref(req);
     if (check_lost(ctx, j))
         goto done;
-    if (fence_add(j->act->f, slot, kvs, &err) < 0) {
+    if (fence_add(j->act->f, slot, msg->payload, msg->payload_len, &err) < 0) {
         char who[64];
         slot_name(ctx, j->act, slot, who, sizeof(who));
         fence_fail(ctx, j, TOPO_NONE, errno,

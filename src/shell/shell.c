@@ -832,59 +832,114 @@ static void pmi_send(int client, const char *line, size_t len, void *arg)
     }
 }
 
+static int kv_cmp(const void *a, const void *b)
+{
+    const struct pmi_kv *x = a, *y = b;
+
+    return strcmp(x->key, y->key);
+}
+
+/* Decode the whole job's records "KEY\0VALUE\0" ('count' of them, as the
+ * broker says) into '*out' (pointers into 'data'; free() the array).  A
+ * key put twice is refused here: every shell gets the same bytes, so all
+ * of them refuse it.  0, or -1 with 'err' set. */
+static int fence_decode(const char *data,
+                        size_t len,
+                        json_int_t count,
+                        struct pmi_kv **out,
+                        eddy_error_t *err)
+{
+    const char *p = data, *end = len ? data + len : data, *nul;
+    struct pmi_kv *kvs, *sorted = NULL;
+    size_t n = 0;
+
+    /* each record takes at least 2 bytes: bound the allocation */
+    if (count < 0 || (size_t)count > len / 2 + 1)
+        return errprintf(err, "bad answer: %jd records in %zu bytes",
+                         (intmax_t)count, len);
+    if (!(kvs = calloc((size_t)count + 1, sizeof(*kvs))))
+        return errprintf(err, "out of memory");
+    while (p < end) {
+        if (n == (size_t)count || !(nul = memchr(p, '\0', (size_t)(end - p))))
+            goto bad;
+        kvs[n].key = p;
+        p = nul + 1;
+        if (p >= end || !(nul = memchr(p, '\0', (size_t)(end - p))))
+            goto bad;
+        kvs[n].value = p;
+        p = nul + 1;
+        n++;
+    }
+    if (n != (size_t)count)
+        goto bad;
+    if (n > 1) {
+        if (!(sorted = malloc(n * sizeof(*sorted)))) {
+            free(kvs);
+            return errprintf(err, "out of memory");
+        }
+        memcpy(sorted, kvs, n * sizeof(*sorted));
+        qsort(sorted, n, sizeof(*sorted), kv_cmp);
+        for (size_t i = 1; i < n; i++) {
+            if (strcmp(sorted[i - 1].key, sorted[i].key) == 0) {
+                errprintf(err, "key '%.64s' put twice", sorted[i].key);
+                free(sorted);
+                free(kvs);
+                return -1;
+            }
+        }
+        free(sorted);
+    }
+    *out = kvs;
+    return 0;
+bad:
+    free(kvs);
+    return errprintf(err, "bad answer: malformed records (%jd expected)",
+                     (intmax_t)count);
+}
+
 static void on_fence(eddy_future_t *f, void *arg)
 {
     struct shell *sh = arg;
     struct pmi_kv *kvs = NULL;
-    const char *text, *key;
-    json_t *o = NULL, *map, *v;
+    const void *data;
+    size_t len;
+    json_int_t count;
     eddy_error_t e;
-    size_t n = 0;
 
-    if (eddy_rpc_get(f, &text) < 0) {
+    if (eddy_rpc_get_unpack(f, "{s:I}", "count", &count) < 0 ||
+        eddy_rpc_get_raw(f, &data, &len) < 0) {
         fprintf(stderr, "eddy-shell: job %ju: PMI barrier: kvs.fence: %s\n",
                 (uintmax_t)sh->id, eddy_future_error_string(f));
         goto fail;
     }
-    if (!(o = json_loads(text, 0, NULL)) ||
-        !json_is_object(map = json_object_get(o, "kvs")) ||
-        !(kvs = calloc(json_object_size(map) + 1, sizeof(*kvs)))) {
-        fprintf(stderr, "eddy-shell: job %ju: PMI barrier: bad answer\n",
-                (uintmax_t)sh->id);
+    if (fence_decode(data, len, count, &kvs, &e) < 0) {
+        fprintf(stderr, "eddy-shell: job %ju: PMI barrier: %s\n",
+                (uintmax_t)sh->id, e.text);
         goto fail;
     }
-    json_object_foreach(map, key, v)
-    {
-        if (!json_is_string(v))
-            continue;
-        kvs[n].key = key;
-        kvs[n].value = json_string_value(v);
-        n++;
-    }
-    if (pmi_server_fence_done(sh->pmi, kvs, n, &e) < 0)
+    if (pmi_server_fence_done(sh->pmi, kvs, (size_t)count, &e) < 0)
         fprintf(stderr, "eddy-shell: job %ju: PMI barrier: %s\n",
                 (uintmax_t)sh->id, e.text);
     free(kvs);
-    json_decref(o);
     eddy_future_destroy(f);
     sh->fence = NULL;
     return;
 fail:
-    free(kvs);
-    json_decref(o);
     eddy_future_destroy(f);
     sh->fence = NULL;
     (void)pmi_server_fence_failed(sh->pmi);
 }
 
 /* Every local task is in the barrier: exchange this node's puts with the
- * job's other shells. */
+ * job's other shells.  They travel as the raw payload, records
+ * "KEY\0VALUE\0" (docs/kvs-fence.md): bulk data stays out of JSON. */
 static void pmi_fence(const struct pmi_kv *kvs, size_t count, void *arg)
 {
     struct shell *sh = arg;
     eddy_error_t e;
-    json_t *o = NULL, *map = NULL;
-    char *text = NULL;
+    json_t *o = NULL;
+    char *text = NULL, *buf = NULL;
+    size_t len = 0, off = 0;
 
     if (sh->slice->nnodes <= 1) {
         if (pmi_server_fence_done(sh->pmi, kvs, count, &e) < 0)
@@ -892,21 +947,24 @@ static void pmi_fence(const struct pmi_kv *kvs, size_t count, void *arg)
                     (uintmax_t)sh->id, e.text);
         return;
     }
-    if (sh->ranks)
-        map = json_object();
-    for (size_t i = 0; map && i < count; i++)
-        if (json_object_set_new(map, kvs[i].key, json_string(kvs[i].value)) <
-            0) {
-            json_decref(map);
-            map = NULL;
+    /* keys and values are bounded by the PMI server: no overflow */
+    for (size_t i = 0; i < count; i++)
+        len += strlen(kvs[i].key) + strlen(kvs[i].value) + 2;
+    if (len && (buf = malloc(len))) {
+        for (size_t i = 0; i < count; i++) {
+            size_t kl = strlen(kvs[i].key) + 1;
+            size_t vl = strlen(kvs[i].value) + 1;
+            memcpy(buf + off, kvs[i].key, kl);
+            memcpy(buf + off + kl, kvs[i].value, vl);
+            off += kl + vl;
         }
-    if (!sh->ranks || !map ||
-        !(o = json_pack("{s:I s:I s:s s:o}", "id", (json_int_t)sh->id, "seq",
-                        (json_int_t)(sh->fence_seq + 1), "ranks", sh->ranks,
-                        "kvs", map)) ||
+    }
+    if (!sh->ranks || (len && !buf) ||
+        !(o = json_pack("{s:I s:I s:s}", "id", (json_int_t)sh->id, "seq",
+                        (json_int_t)(sh->fence_seq + 1), "ranks", sh->ranks)) ||
         !(text = json_dumps(o, JSON_COMPACT)) ||
         !(sh->fence =
-              eddy_rpc(sh->h, "kvs.fence", EDDY_RANK_ANY, 0, text, NULL, 0)) ||
+              eddy_rpc(sh->h, "kvs.fence", EDDY_RANK_ANY, 0, text, buf, len)) ||
         eddy_future_then(sh->fence, -1, on_fence, sh) < 0) {
         fprintf(stderr, "eddy-shell: job %ju: PMI barrier: cannot send%s\n",
                 (uintmax_t)sh->id,
@@ -916,6 +974,7 @@ static void pmi_fence(const struct pmi_kv *kvs, size_t count, void *arg)
         (void)pmi_server_fence_failed(sh->pmi);
     } else
         sh->fence_seq++;
+    free(buf);
     free(text);
     json_decref(o);
 }

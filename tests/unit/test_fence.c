@@ -1,4 +1,5 @@
-/* test_fence - which contributions each broker waits for, and merging. */
+/* test_fence - which contributions each broker waits for, and their
+ * concatenation. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,56 +128,156 @@ static void test_bad_args(void **state)
     idset_destroy(empty);
 }
 
+/* Records are given with sizeof() so that their NULs count. */
+#define REC(s) (s), (sizeof(s) - 1)
+
+static void test_check_records(void **state)
+{
+    eddy_error_t err;
+
+    assert_int_equal(fence_check_records(NULL, 0, &err), 0);
+    assert_int_equal(fence_check_records(REC("a\0"
+                                             "1\0"),
+                                         &err),
+                     1);
+    /* an empty value is fine */
+    assert_int_equal(fence_check_records(REC("a\0\0b\0"
+                                             "2\0"),
+                                         &err),
+                     2);
+    /* the same key twice is not the broker's business */
+    assert_int_equal(fence_check_records(REC("a\0"
+                                             "1\0a\0"
+                                             "2\0"),
+                                         &err),
+                     2);
+    errno = 0;
+    assert_int_equal(fence_check_records(REC("a\0"
+                                             "1"),
+                                         &err),
+                     -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(err.text, "record 0"));
+    errno = 0;
+    assert_int_equal(fence_check_records(REC("a\0"
+                                             "1\0b\0"),
+                                         &err),
+                     -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(err.text, "record 1"));
+    errno = 0;
+    assert_int_equal(fence_check_records(REC("ab"), &err), -1);
+    assert_int_equal(errno, EPROTO);
+    errno = 0;
+    assert_int_equal(fence_check_records(REC("\0"
+                                             "1\0"),
+                                         &err),
+                     -1);
+    assert_int_equal(errno, EPROTO);
+    assert_non_null(strstr(err.text, "empty key"));
+}
+
 static void test_merge(void **state)
 {
     fence_t *f = mk(0, 3, 2, "0-2");
     eddy_error_t err;
-    json_t *a = json_pack("{s:s s:s}", "a", "1", "b", "2");
-    json_t *b = json_pack("{s:s}", "c", "3");
-    json_t *dup = json_pack("{s:s s:s}", "z", "9", "a", "x");
-    json_t *notstr = json_pack("{s:i}", "n", 1);
+    static const char want[] = "a\0"
+                               "1\0b\0"
+                               "2\0c\0"
+                               "3\0z\0"
+                               "9\0a\0x\0";
 
     assert_non_null(f);
-    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL, a, &err), 0);
+    assert_null(fence_data(f));
+    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL,
+                               REC("a\0"
+                                   "1\0b\0"
+                                   "2\0"),
+                               &err),
+                     0);
     assert_false(fence_complete(f));
     /* the same slot twice */
     errno = 0;
-    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL, b, &err), -1);
+    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL,
+                               REC("c\0"
+                                   "3\0"),
+                               &err),
+                     -1);
     assert_int_equal(errno, EINVAL);
-    /* a duplicate key: refused, named, nothing merged */
+    /* malformed records: refused, nothing added */
     errno = 0;
-    assert_int_equal(fence_add(f, 1, dup, &err), -1);
-    assert_int_equal(errno, EEXIST);
-    assert_non_null(strstr(err.text, "'a'"));
-    assert_null(json_object_get(fence_kvs(f), "z"));
-    assert_false(fence_slot_filled(f, 1));
-    errno = 0;
-    assert_int_equal(fence_add(f, 1, notstr, &err), -1);
+    assert_int_equal(fence_add(f, 1,
+                               REC("c\0"
+                                   "3\0d"),
+                               &err),
+                     -1);
     assert_int_equal(errno, EPROTO);
-    assert_int_equal(fence_add(f, 1, b, &err), 0);
+    assert_false(fence_slot_filled(f, 1));
+    assert_int_equal(fence_nkeys(f), 2);
+    assert_int_equal(fence_size(f), 8);
+    assert_int_equal(fence_add(f, 1,
+                               REC("c\0"
+                                   "3\0"),
+                               &err),
+                     0);
     /* a slot out of range */
     errno = 0;
-    assert_int_equal(fence_add(f, 3, b, &err), -1);
+    assert_int_equal(fence_add(f, 3,
+                               REC("c\0"
+                                   "3\0"),
+                               &err),
+                     -1);
     assert_int_equal(errno, EINVAL);
-    {
-        json_t *empty = json_object();
-        assert_int_equal(fence_add(f, 2, empty, &err), 0);
-        json_decref(empty);
+    /* a key already there is kept: duplicates are found by the shells */
+    assert_int_equal(fence_add(f, 2,
+                               REC("z\0"
+                                   "9\0a\0x\0"),
+                               &err),
+                     0);
+    assert_true(fence_complete(f));
+    assert_int_equal(fence_nkeys(f), 5);
+    /* the bytes, in arrival order */
+    assert_int_equal(fence_size(f), sizeof(want) - 1);
+    assert_memory_equal(fence_data(f), want, sizeof(want) - 1);
+    fence_destroy(f);
+
+    /* empty contributions complete a fence with nothing in it */
+    f = mk(0, 3, 2, "0,2");
+    assert_non_null(f);
+    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL, NULL, 0, &err), 0);
+    assert_int_equal(fence_add(f, 2, NULL, 0, &err), 0);
+    assert_true(fence_complete(f));
+    assert_int_equal(fence_nkeys(f), 0);
+    assert_int_equal(fence_size(f), 0);
+    assert_null(fence_data(f));
+    fence_destroy(f);
+}
+
+/* Many contributions: the buffer grows and keeps every byte. */
+static void test_grow(void **state)
+{
+    fence_t *f = mk(0, 8, 7, "0-7");
+    eddy_error_t err;
+    char rec[3000];
+    const char *d;
+
+    assert_non_null(f);
+    for (int s = 0; s < 8; s++) {
+        rec[0] = (char)('a' + s);
+        rec[1] = '\0';
+        memset(rec + 2, 'A' + s, sizeof(rec) - 3);
+        rec[sizeof(rec) - 1] = '\0';
+        assert_int_equal(fence_add(f, s, rec, sizeof(rec), &err), 0);
     }
     assert_true(fence_complete(f));
-    assert_int_equal(fence_nkeys(f), 3);
-    assert_string_equal(json_string_value(json_object_get(fence_kvs(f), "c")),
-                        "3");
-    /* the size estimate is never below the real encoding */
-    {
-        char *t = json_dumps(fence_kvs(f), JSON_COMPACT);
-        assert_true(fence_size(f) >= strlen(t));
-        free(t);
+    assert_int_equal(fence_nkeys(f), 8);
+    assert_int_equal(fence_size(f), 8 * sizeof(rec));
+    d = fence_data(f);
+    for (int s = 0; s < 8; s++) {
+        assert_int_equal(d[s * sizeof(rec)], 'a' + s);
+        assert_int_equal(d[s * sizeof(rec) + 2], 'A' + s);
+        assert_int_equal(d[(s + 1) * sizeof(rec) - 2], 'A' + s);
     }
-    json_decref(a);
-    json_decref(b);
-    json_decref(dup);
-    json_decref(notstr);
     fence_destroy(f);
 }
 
@@ -186,21 +287,28 @@ static void test_size_cap(void **state)
     eddy_error_t err;
     size_t n = FENCE_KVS_MAX / 2;
     char *big = malloc(n + 1);
-    json_t *a, *b;
 
+    assert_non_null(big);
+    /* one record "a\0xxx...\0" of exactly half the cap */
     memset(big, 'x', n);
+    big[0] = 'a';
+    big[1] = '\0';
+    big[n - 1] = '\0';
+    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL, big, n, &err), 0);
+    /* the other half plus one byte passes the cap */
+    big[0] = 'b';
+    big[n - 1] = 'x';
     big[n] = '\0';
-    a = json_pack("{s:s}", "a", big);
-    b = json_pack("{s:s}", "b", big);
-    assert_int_equal(fence_add(f, FENCE_SLOT_LOCAL, a, &err), 0);
     errno = 0;
-    assert_int_equal(fence_add(f, 1, b, &err), -1);
+    assert_int_equal(fence_add(f, 1, big, n + 1, &err), -1);
     assert_int_equal(errno, EFBIG);
+    assert_false(fence_slot_filled(f, 1));
     assert_int_equal(fence_nkeys(f), 1);
-    /* escapes count: a quote takes two bytes, a control char six */
-    assert_int_equal(fence_entry_size("k", "\"\x01", 2), 1 + 2 + 6 + 6);
-    json_decref(a);
-    json_decref(b);
+    assert_int_equal(fence_size(f), n);
+    /* exactly the cap is fine */
+    big[n - 1] = '\0';
+    assert_int_equal(fence_add(f, 1, big, n, &err), 0);
+    assert_int_equal(fence_size(f), FENCE_KVS_MAX);
     free(big);
     fence_destroy(f);
 }
@@ -208,8 +316,12 @@ static void test_size_cap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sparse_fanout2), cmocka_unit_test(test_fanouts),
-        cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_sparse_fanout2),
+        cmocka_unit_test(test_fanouts),
+        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_check_records),
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_grow),
         cmocka_unit_test(test_size_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
