@@ -839,6 +839,30 @@ int pmi_server_fence_done(pmi_server_t *srv,
     return 0;
 }
 
+int pmi_server_kvs_put(pmi_server_t *srv,
+                       const char *key,
+                       const char *value,
+                       eddy_error_t *err)
+{
+    size_t kl = key ? strlen(key) : 0;
+    size_t vl = value ? strlen(value) : SIZE_MAX;
+    long long delta;
+
+    if (!srv || kl == 0 || kl > PMI_SERVER_KEYLEN_MAX ||
+        vl > PMI_SERVER_VALLEN_MAX) {
+        errno = EINVAL;
+        return errprintf(err, "pmi kvs_put: bad key or value");
+    }
+    if (srv->bytes + kl + vl > PMI_SERVER_KVS_MAX) {
+        errno = ENOSPC;
+        return errprintf(err, "pmi kvs_put: store full");
+    }
+    if (kvs_set(&srv->kvs, key, value, &delta) < 0)
+        return errprintf(err, "pmi kvs_put: out of memory");
+    srv->bytes = (size_t)((long long)srv->bytes + delta);
+    return 0;
+}
+
 int pmi_server_fence_failed(pmi_server_t *srv)
 {
     if (!srv || !srv->fence_pending) {

@@ -149,6 +149,15 @@ int pmi_server_fence_done(pmi_server_t *srv,
                           size_t count,
                           eddy_error_t *err);
 
+/* Put a pair into the exchanged store directly, as if a fence had
+ * brought it: for keys the server side knows before any task does, such
+ * as PMI_process_mapping.  -1 with errno EINVAL (key or value breaks the
+ * limits), ENOSPC (store full) or ENOMEM. */
+int pmi_server_kvs_put(pmi_server_t *srv,
+                       const char *key,
+                       const char *value,
+                       eddy_error_t *err);
+
 /* The exchange failed: answer `cmd=barrier_out rc=-1` to every client in
  * the barrier.  Returns 0, or -1 with errno EINVAL (no fence in
  * progress). */

@@ -1047,7 +1047,21 @@ static int pmi_create(struct shell *sh, eddy_error_t *err)
     p.hold_init = sh->stop == STOP_INIT;
     sh->pmi = pmi_server_create(&p, &ops, sh, err);
     free(appnum);
-    return sh->pmi ? 0 : -1;
+    if (!sh->pmi)
+        return -1;
+    /* MPICH learns which ranks share a node from PMI_process_mapping
+     * (and uses shared memory between them).  Tasks are laid out in
+     * blocks, one per node in node order; with the same count on every
+     * node the mapping is one block.  Otherwise leave it out: MPICH then
+     * assumes nothing is shared, which is slower but correct. */
+    if (sh->slice->size % sh->slice->nnodes == 0) {
+        char map[64];
+        snprintf(map, sizeof(map), "(vector,(0,%u,%u))", sh->slice->nnodes,
+                 sh->slice->size / sh->slice->nnodes);
+        if (pmi_server_kvs_put(sh->pmi, "PMI_process_mapping", map, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static void shell_pmi_release(struct shell *sh)

@@ -553,6 +553,27 @@ static void test_kvs_limit(void **state)
     pmi_server_destroy(srv);
 }
 
+/* Pairs the shell knows up front (PMI_process_mapping) are there for the
+ * first get, before any fence; bad ones are refused. */
+static void test_kvs_put(void **state)
+{
+    struct ctx x;
+    eddy_error_t err = {{0}};
+    pmi_server_t *srv = mk(&x, 1, false);
+
+    assert_int_equal(pmi_server_kvs_put(srv, "PMI_process_mapping",
+                                        "(vector,(0,4,16))", &err),
+                     0);
+    init_client(&x, 0);
+    expect(&x, 0, "cmd=get kvsname=eddy-42 key=PMI_process_mapping\n",
+           "cmd=get_result rc=0 value=(vector,(0,4,16))\n");
+    assert_int_equal(pmi_server_kvs_put(srv, "", "x", &err), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(pmi_server_kvs_put(NULL, "k", "v", &err), -1);
+    assert_int_equal(errno, EINVAL);
+    pmi_server_destroy(srv);
+}
+
 static void test_create_bad(void **state)
 {
     struct pmi_server_params p = {
@@ -594,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_client_gone),
         cmocka_unit_test(test_fence_inline_and_failed),
         cmocka_unit_test(test_kvs_limit),
+        cmocka_unit_test(test_kvs_put),
         cmocka_unit_test(test_create_bad),
     };
     const char *scale = getenv("EDDY_TEST_TIMEOUT_SCALE");
