@@ -860,6 +860,7 @@ struct jobspec_builder {
     json_t *cwd;     /* string or NULL */
     json_t *name;    /* string or NULL */
     json_t *env;     /* object */
+    bool env_given;  /* emit "environment" even when empty */
     json_t *options; /* object */
     struct bgroup *groups;
     size_t ngroups;
@@ -1019,6 +1020,17 @@ int jobspec_builder_setenv(jobspec_builder_t *b,
     return set_member(b->env, key, v);
 }
 
+int jobspec_builder_clearenv(jobspec_builder_t *b)
+{
+    if (!b) {
+        errno = EINVAL;
+        return -1;
+    }
+    json_object_clear(b->env);
+    b->env_given = true;
+    return 0;
+}
+
 int jobspec_builder_set_shell_option(jobspec_builder_t *b,
                                      const char *key,
                                      const json_t *value)
@@ -1170,7 +1182,7 @@ static json_t *builder_json(const jobspec_builder_t *b,
     put(sys, "duration", json_real(b->duration), &ok);
     if (b->cwd)
         put(sys, "cwd", json_incref(b->cwd), &ok);
-    if (json_object_size(b->env) > 0)
+    if (b->env_given || json_object_size(b->env) > 0)
         put(sys, "environment", json_incref(b->env), &ok);
     if (json_object_size(b->options) > 0) {
         json_t *shell = json_object();

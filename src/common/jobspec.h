@@ -193,6 +193,12 @@ int jobspec_builder_setenv(jobspec_builder_t *b,
                            const char *key,
                            const char *value);
 
+/* Drop every variable set so far and make the spec carry an environment
+ * object even if none is set later: the tasks then get exactly what is
+ * set (an empty environment object means "nothing", where a missing one
+ * means "the shell's own").  -1 with errno EINVAL (b NULL). */
+int jobspec_builder_clearenv(jobspec_builder_t *b);
+
 /* Set shell option 'key' to a deep copy of 'value' (borrowed), or remove it
  * if 'value' is NULL.  -1 with errno EINVAL or ENOMEM. */
 int jobspec_builder_set_shell_option(jobspec_builder_t *b,

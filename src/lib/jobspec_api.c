@@ -338,6 +338,10 @@ static int fill_builder(const eddy_jobspec_t *js,
                                       (uint32_t)g->ntasks) < 0)
             goto error;
     }
+    /* The environment is always spelled out, even when it ends up empty:
+     * a missing one would mean "the shell's own". */
+    if (jobspec_builder_clearenv(b) < 0)
+        goto error;
     if (!(env = build_env(js))) {
         errno = ENOMEM;
         goto error;

@@ -319,3 +319,12 @@ last_jobid() {
     [ "$status" -eq 0 ]
     [ "$(printf '%s\n' "${lines[@]}" | sort | tr '\n' ' ')" = "0: from-fd 1: from-fd " ]
 }
+
+@test "--env-remove='*' leaves the tasks only eddy's own variables" {
+    run bounded 30 eddy run -n 1 --env-remove='*' /usr/bin/env
+    [ "$status" -eq 0 ]
+    local names
+    names=$(printf '%s\n' "${lines[@]}" | cut -d= -f1 | grep -v -E '^(EDDY_|PMI_)' || true)
+    [ -z "$names" ]
+    [[ "$output" == *"EDDY_JOB_ID="* ]]
+}

@@ -651,6 +651,17 @@ static void test_jobspec_encode(void **state)
     assert_int_equal(json_object_size(env), 1);
     assert_string_equal(json_string_value(json_object_get(env, "ONLY")), "me");
     json_decref(o);
+
+    /* cleared and nothing set: an empty environment, not "none given"
+     * (which would make the shell pass its own) */
+    assert_int_equal(eddy_jobspec_setenv(js, "ONLY", NULL), 0);
+    o = encode_ok(js);
+    env = json_object_get(
+        json_object_get(json_object_get(o, "attributes"), "system"),
+        "environment");
+    assert_true(json_is_object(env));
+    assert_int_equal(json_object_size(env), 0);
+    json_decref(o);
     eddy_jobspec_destroy(js);
     unsetenv("EDDY_TEST_FROM_ENVIRON");
     unsetenv("EDDY_TEST_UNSET_ME");
