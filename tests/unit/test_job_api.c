@@ -28,6 +28,7 @@
 #include "eddy/core.h"
 #include "eddy/job.h"
 #include "src/common/msg.h"
+#include "tests/unit/support/wire.h"
 
 static int timeout_scale = 1;
 
@@ -53,78 +54,6 @@ struct fake {
     json_int_t credit_bytes;
 };
 
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-           p[3];
-}
-
-static msg_t *read_msg(int fd)
-{
-    uint8_t hdr[MSG_HEADER_SIZE];
-    size_t total;
-    uint8_t *buf;
-    msg_t *msg = NULL;
-
-    if (read_all(fd, hdr, sizeof(hdr)) < 0)
-        return NULL;
-    total = MSG_HEADER_SIZE + ((size_t)hdr[16] << 8 | hdr[17]) +
-            be32(hdr + 20) + be32(hdr + 24);
-    if (total > (1u << 20) || !(buf = malloc(total)))
-        return NULL;
-    memcpy(buf, hdr, sizeof(hdr));
-    if (read_all(fd, buf + MSG_HEADER_SIZE, total - MSG_HEADER_SIZE) == 0)
-        (void)msg_decode(buf, total, &msg, NULL);
-    free(buf);
-    return msg;
-}
-
-static int send_msg(int fd, msg_t *msg)
-{
-    void *buf;
-    size_t len;
-    int rc = -1;
-
-    if (msg && msg_encode(msg, &buf, &len) == 0) {
-        rc = write_all(fd, buf, len);
-        free(buf);
-    }
-    msg_decref(msg);
-    return rc;
-}
-
 /* Respond to 'req' with 'body' (stolen; NULL for none) and payload. */
 static int respond(
     int fd, const msg_t *req, json_t *body, const char *payload, int flags)
@@ -135,14 +64,14 @@ static int respond(
         return -1;
     m->matchtag = req->matchtag;
     m->flags = (uint8_t)flags;
-    return send_msg(fd, m);
+    return wire_send_msg(fd, m);
 }
 
 static int respond_error(int fd, const msg_t *req, int errnum, const char *s)
 {
     msg_t *m = msg_create_error(req, errnum, s);
 
-    return m ? send_msg(fd, m) : -1;
+    return m ? wire_send_msg(fd, m) : -1;
 }
 
 static int respond_json(int fd, const msg_t *req, const char *text, int flags)
@@ -263,7 +192,7 @@ static void record(struct fake *fk, const msg_t *req)
 /* Expect the cancel of 'req', then end its stream. */
 static int expect_cancel(struct fake *fk, int fd, const msg_t *req)
 {
-    msg_t *c = read_msg(fd);
+    msg_t *c = wire_read_msg(fd);
 
     pthread_mutex_lock(&fk->lock);
     if (c && c->type == MSG_REQUEST && (c->flags & MSG_FLAG_CANCEL) &&
@@ -300,11 +229,11 @@ static int serve_attach_credit(struct fake *fk, int fd, const msg_t *req)
             break;
         }
         m->matchtag = req->matchtag;
-        rc = send_msg(fd, m);
+        rc = wire_send_msg(fd, m);
     }
     free(chunk);
     for (int i = 0; i < 2 && rc == 0; i++) {
-        msg_t *c = read_msg(fd);
+        msg_t *c = wire_read_msg(fd);
         json_int_t cid = -1, ckey = -2, bytes = -1;
 
         pthread_mutex_lock(&fk->lock);
@@ -477,8 +406,8 @@ static void *fake_main(void *arg)
                    json_pack("{s:i s:i s:s s:i}", "rank", 0, "size", 4,
                              "version", "0.1.0", "uid", (int)getuid()),
                    NULL, 0);
-    (void)send_msg(fd, m);
-    while ((req = read_msg(fd))) {
+    (void)wire_send_msg(fd, m);
+    while ((req = wire_read_msg(fd))) {
         int rc = 0;
 
         if (!(req->flags & MSG_FLAG_CANCEL)) /* late cancels are fine */

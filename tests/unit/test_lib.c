@@ -31,6 +31,7 @@
 
 #include "eddy/core.h"
 #include "src/common/msg.h"
+#include "tests/unit/support/wire.h"
 
 static int timeout_scale = 1;
 
@@ -81,82 +82,6 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- fake broker: blocking frame I/O ---------------------------------- */
-
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-           p[3];
-}
-
-/* One frame from the client, or NULL at EOF/timeout/garbage. */
-static msg_t *read_msg(int fd)
-{
-    uint8_t hdr[MSG_HEADER_SIZE];
-    size_t total;
-    uint8_t *buf;
-    msg_t *msg = NULL;
-
-    if (read_all(fd, hdr, sizeof(hdr)) < 0)
-        return NULL;
-    total = MSG_HEADER_SIZE + ((size_t)hdr[16] << 8 | hdr[17]) +
-            be32(hdr + 20) + be32(hdr + 24);
-    if (total > (1u << 20) || !(buf = malloc(total)))
-        return NULL;
-    memcpy(buf, hdr, sizeof(hdr));
-    if (read_all(fd, buf + MSG_HEADER_SIZE, total - MSG_HEADER_SIZE) == 0)
-        (void)msg_decode(buf, total, &msg, NULL);
-    free(buf);
-    return msg;
-}
-
-/* Send and drop 'msg'. */
-static int send_msg(int fd, msg_t *msg)
-{
-    void *buf;
-    size_t len;
-    int rc = -1;
-
-    if (msg && msg_encode(msg, &buf, &len) == 0) {
-        rc = write_all(fd, buf, len);
-        free(buf);
-    }
-    msg_decref(msg);
-    return rc;
-}
-
 static msg_t *response(const msg_t *req,
                        const char *topic,
                        json_t *body,
@@ -175,7 +100,7 @@ static msg_t *response(const msg_t *req,
  * stream. */
 static int expect_cancel(struct fake *fk, int fd, const msg_t *req)
 {
-    msg_t *c = read_msg(fd);
+    msg_t *c = wire_read_msg(fd);
 
     if (c && c->type == MSG_REQUEST && (c->flags & MSG_FLAG_CANCEL) &&
         c->matchtag == req->matchtag && !strcmp(c->topic, req->topic))
@@ -183,7 +108,7 @@ static int expect_cancel(struct fake *fk, int fd, const msg_t *req)
     else
         bump(&fk->cancels_bad);
     msg_decref(c);
-    return send_msg(fd, response(req, NULL, NULL, MSG_FLAG_EOS));
+    return wire_send_msg(fd, response(req, NULL, NULL, MSG_FLAG_EOS));
 }
 
 /* Answer 'req'.  -1 to drop the connection. */
@@ -201,26 +126,29 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
                               req->payload, req->payload_len);
         if (r)
             r->matchtag = req->matchtag;
-        return send_msg(fd, r);
+        return wire_send_msg(fd, r);
     }
     if (!strcmp(t, "test.stream")) {
         for (int i = 1; i <= 3; i++)
-            if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", i),
-                                      0)) < 0)
+            if (wire_send_msg(
+                    fd, response(req, NULL, json_pack("{s:i}", "seq", i), 0)) <
+                0)
                 return -1;
-        return send_msg(fd, response(req, NULL, NULL, MSG_FLAG_EOS));
+        return wire_send_msg(fd, response(req, NULL, NULL, MSG_FLAG_EOS));
     }
     if (!strcmp(t, "test.stream_eos_body")) {
-        if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) <
-            0)
+        if (wire_send_msg(
+                fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) < 0)
             return -1;
-        return send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 2),
-                                     MSG_FLAG_EOS));
+        return wire_send_msg(
+            fd,
+            response(req, NULL, json_pack("{s:i}", "seq", 2), MSG_FLAG_EOS));
     }
     if (!strcmp(t, "test.error"))
-        return send_msg(fd, msg_create_error(req, ENOENT, "no such widget"));
+        return wire_send_msg(fd,
+                             msg_create_error(req, ENOENT, "no such widget"));
     if (!strcmp(t, "test.error_nostr"))
-        return send_msg(fd, msg_create_error(req, EHOSTUNREACH, NULL));
+        return wire_send_msg(fd, msg_create_error(req, EHOSTUNREACH, NULL));
     if (!strcmp(t, "test.never"))
         return 0;
     if (!strcmp(t, "test.hangup"))
@@ -228,8 +156,8 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
     if (!strcmp(t, "test.silent_stream")) /* says nothing until cancelled */
         return expect_cancel(fk, fd, req);
     if (!strcmp(t, "test.cancel")) {
-        if (send_msg(fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) <
-            0)
+        if (wire_send_msg(
+                fd, response(req, NULL, json_pack("{s:i}", "seq", 1), 0)) < 0)
             return -1;
         return expect_cancel(fk, fd, req);
     }
@@ -246,8 +174,9 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
         for (int k = MANY - 1; k >= 0; k--) {
             json_int_t v;
             (void)json_unpack(many[k]->body, "{s:I}", "i", &v);
-            if (send_msg(fd, response(many[k], NULL,
-                                      json_pack("{s:I}", "i", v * 2), 0)) < 0)
+            if (wire_send_msg(fd, response(many[k], NULL,
+                                           json_pack("{s:I}", "i", v * 2), 0)) <
+                0)
                 return -1;
             msg_decref(many[k]);
             many[k] = NULL;
@@ -260,10 +189,10 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
             json_unpack(req->body, "{s:s}", "prefix", &prefix) == 0 &&
             !strcmp(prefix, "test.ev."))
             bump(&fk->subscribe_prefix_ok);
-        if (send_msg(fd, response(req, "test.ev.one",
-                                  json_pack("{s:i}", "x", 1), 0)) < 0 ||
-            send_msg(fd, response(req, "test.ev.two",
-                                  json_pack("{s:i}", "x", 2), 0)) < 0)
+        if (wire_send_msg(fd, response(req, "test.ev.one",
+                                       json_pack("{s:i}", "x", 1), 0)) < 0 ||
+            wire_send_msg(fd, response(req, "test.ev.two",
+                                       json_pack("{s:i}", "x", 2), 0)) < 0)
             return -1;
         return expect_cancel(fk, fd, req);
     }
@@ -274,9 +203,9 @@ static int serve_one(struct fake *fk, int fd, msg_t *req, msg_t **many)
             bump(&fk->publish_ok);
         }
         free(s);
-        return send_msg(fd, response(req, NULL, NULL, 0));
+        return wire_send_msg(fd, response(req, NULL, NULL, 0));
     }
-    return send_msg(fd, msg_create_error(req, ENOSYS, "unknown topic"));
+    return wire_send_msg(fd, msg_create_error(req, ENOSYS, "unknown topic"));
 }
 
 static void greet(struct fake *fk, int fd)
@@ -289,20 +218,20 @@ static void greet(struct fake *fk, int fd)
                        json_pack("{s:i s:i s:s s:i}", "rank", 3, "size", 4,
                                  "version", "0.1.0", "uid", (int)getuid()),
                        NULL, 0);
-        (void)send_msg(fd, m);
+        (void)wire_send_msg(fd, m);
         break;
     case GREET_REFUSE:
         m = msg_create(MSG_RESPONSE, "broker.hello",
                        json_pack("{s:s}", "errstr", REFUSAL_TEXT), NULL, 0);
         if (m)
             m->errnum = EPERM;
-        (void)send_msg(fd, m);
+        (void)wire_send_msg(fd, m);
         break;
     case GREET_CLOSE:
         break;
     case GREET_GARBAGE: {
         static const char junk[] = "SSH-2.0-OpenSSH_9.2 hello there\r\n";
-        (void)write_all(fd, junk, sizeof(junk) - 1);
+        (void)wire_write_all(fd, junk, sizeof(junk) - 1);
         break;
     }
     }
@@ -325,7 +254,7 @@ static void *fake_main(void *arg)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     greet(fk, fd);
     if (fk->mode == GREET_OK || fk->mode == GREET_GARBAGE) {
-        while ((req = read_msg(fd))) {
+        while ((req = wire_read_msg(fd))) {
             int rc = fk->mode == GREET_OK ? serve_one(fk, fd, req, many) : 0;
             msg_decref(req);
             if (rc < 0)

@@ -1,0 +1,27 @@
+/* wire.h - blocking eddy frame I/O for the fake brokers of unit tests.
+ *
+ * The unit tests of libeddy and of its job API each run a small fake
+ * broker in a thread that reads and answers frames on a plain blocking
+ * socket; these are the few functions they share.
+ */
+#ifndef EDDY_TESTS_UNIT_SUPPORT_WIRE_H
+#define EDDY_TESTS_UNIT_SUPPORT_WIRE_H
+
+#include <stddef.h>
+
+#include "src/common/msg.h"
+
+/* Read or write exactly 'len' bytes (EINTR retried).  0, or -1 at EOF or
+ * on error. */
+int wire_read_all(int fd, void *buf, size_t len);
+int wire_write_all(int fd, const void *buf, size_t len);
+
+/* One frame from the peer (caller decrefs), or NULL at EOF, on error, for
+ * a frame over 1 MiB, or for one that does not decode. */
+msg_t *wire_read_msg(int fd);
+
+/* Encode and send 'msg', then drop the caller's reference (also on
+ * failure; NULL is a failure).  0 or -1. */
+int wire_send_msg(int fd, msg_t *msg);
+
+#endif /* !EDDY_TESTS_UNIT_SUPPORT_WIRE_H */
