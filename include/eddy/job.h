@@ -215,6 +215,13 @@ eddy_future_t *eddy_job_cancel(eddy_t *h, eddy_jobid_t id);
  * then go on without waiting. */
 eddy_future_t *eddy_job_release(eddy_t *h, eddy_jobid_t id);
 
+/* Like eddy_job_release(), for a starter after a debugger attached to
+ * some tasks (MPIR partial attach): with the "exec" stop mode, each node
+ * resumes only the tasks that no tracer is attached to (TracerPid in
+ * /proc), and leaves the traced ones stopped for their debugger to
+ * continue.  With the other modes it is eddy_job_release(). */
+eddy_future_t *eddy_job_release_untraced(eddy_t *h, eddy_jobid_t id);
+
 /* Write to the stdin of the tasks in 'ranks' (NULL: all); 'eof' closes
  * it.  'data' is copied. */
 eddy_future_t *eddy_job_stdin(eddy_t *h,

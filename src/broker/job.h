@@ -1,5 +1,6 @@
-/* job.h - what the rank-0 job services ("job" in job_manager.c, "job-io"
- * in job_io.c) tell each other.  Each finds the other's context with
+/* job.h - what the job services ("job" in job_manager.c, "job-io" in
+ * job_io.c, "job-exec" in job_exec.c, "proctable" in proctable.c) tell
+ * each other.  Each finds the other's context with
  * broker_service_ctx(); on ranks other than 0 both exist but serve
  * nothing.
  *
@@ -10,6 +11,11 @@
  *  3. job_io_job_remove() when the job is purged from the table.
  * job-io.stdin needs the job's placement, so job_io asks the manager to
  * forward it with job_manager_stdin().
+ *
+ * The proctable service gathers a job's process table over the tree: rank
+ * 0 asks the manager which brokers run the job
+ * (job_manager_proctable_ranks()), and every broker adds its own node's
+ * tasks with job_exec_fragment().
  */
 #ifndef EDDY_BROKER_JOB_H
 #define EDDY_BROKER_JOB_H
@@ -18,10 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eddy/core.h"
 #include "service.h"
+#include "src/common/proctable.h"
 
 struct job_manager;
 struct job_io;
+struct jexec_ctx;
 
 /* Start the output log of job 'id' with 'ntasks' tasks.  -1 with errno
  * EEXIST or ENOMEM. */
@@ -43,5 +52,26 @@ void job_manager_stdin(struct job_manager *jm,
                        bool eof,
                        const void *data,
                        size_t len);
+
+/* The broker ranks of job 'id' as a canonical idset string (caller frees)
+ * and its task count, if every task of the job started (or is held at a
+ * startup barrier) and the job is not ending.  -1 with errno and 'err':
+ * ENOENT no such job, EAGAIN not started yet (the message says the state),
+ * ESRCH the job has ended or is ending, ENOMEM. */
+int job_manager_proctable_ranks(struct job_manager *jm,
+                                uint64_t id,
+                                char **ranks,
+                                uint32_t *ntasks,
+                                eddy_error_t *err);
+
+/* Add the entries of job 'id' on this broker (its shell's tasks, with this
+ * broker's rank and hostname) to 'pt'.  -1 with errno and 'err': ESRCH the
+ * job does not run here, EAGAIN its tasks have not started, or the error
+ * of proctable_add() (then 'pt' may hold some of this node's entries: the
+ * caller drops it). */
+int job_exec_fragment(struct jexec_ctx *ctx,
+                      uint64_t id,
+                      proctable_t *pt,
+                      eddy_error_t *err);
 
 #endif /* !EDDY_BROKER_JOB_H */

@@ -31,6 +31,7 @@
 #include <uv.h>
 #include <jansson.h>
 
+#include "src/broker/job.h"
 #include "src/broker/service.h"
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
@@ -79,7 +80,8 @@ struct job {
     int64_t exit_status;
     int term_signal;
     idset_t *reported; /* task ranks that sent "exit" or "exception" */
-    json_t *started;   /* the "tasks" of "started": [[rank, pid], ...] */
+    json_t *started;   /* "tasks" of "started": [[rank, pid, appnum, exe]..] */
+    json_t *exes;      /* "executables" of "started": the exe paths */
     json_t *kills;     /* kill and release commands waiting for the hello */
     struct pending *stdin_q, **stdin_tail;
     unsigned stdin_n;
@@ -126,6 +128,7 @@ static void job_free(struct job *j)
     broker_req_decref(j->hello);
     json_decref(j->slice);
     json_decref(j->started);
+    json_decref(j->exes);
     json_decref(j->kills);
     jobslice_destroy(j->js);
     idset_destroy(j->reported);
@@ -760,7 +763,7 @@ static void release_handler(broker_req_t *req, void *arg)
     struct job *j;
     json_t *o;
     uint64_t id;
-    int rc;
+    int rc, untraced;
 
     if (broker_req_is_cancel(req))
         return;
@@ -774,7 +777,8 @@ static void release_handler(broker_req_t *req, void *arg)
                              (uintmax_t)id, broker_rank(ctx->b));
         return;
     }
-    o = json_pack("{s:s}", "type", "release");
+    untraced = json_is_true(json_object_get(req_body(req), "untraced"));
+    o = json_pack("{s:s s:b}", "type", "release", "untraced", untraced);
     if (j->hello)
         rc = hello_send(j, o, NULL, 0);
     else if (!j->hello_seen)
@@ -877,15 +881,27 @@ static const char *event_check(struct job *j, const json_t *body)
     if (!type)
         return "'type' must be a string";
     if (!strcmp(type, "started")) {
+        json_t *exes = json_object_get(body, "executables");
+        json_t *v;
+        json_int_t rank, pid, appnum, exe;
+
         tasks = json_object_get(body, "tasks");
-        if (!json_is_array(tasks))
-            return "started: 'tasks' must be an array";
+        if (!json_is_array(tasks) || !json_is_array(exes))
+            return "started: 'tasks' and 'executables' must be arrays";
+        json_array_foreach(exes, i, v)
+        {
+            if (!json_is_string(v) || !*json_string_value(v))
+                return "started: 'executables' must hold paths";
+        }
         json_array_foreach(tasks, i, pair)
         {
-            if (!json_is_array(pair) || json_array_size(pair) != 2 ||
-                !json_is_integer(json_array_get(pair, 0)) ||
-                !json_is_integer(json_array_get(pair, 1)))
-                return "started: 'tasks' must hold [rank, pid] pairs";
+            if (json_unpack(pair, "[IIII!]", &rank, &pid, &appnum, &exe) < 0 ||
+                rank < 0 || rank > UINT32_MAX ||
+                !idset_test(j->js->tasks, (uint32_t)rank) || pid <= 0 ||
+                pid > INT32_MAX || appnum < 0 || appnum > INT32_MAX ||
+                exe < 0 || (size_t)exe >= json_array_size(exes))
+                return "started: 'tasks' must hold [rank, pid, appnum, exe] "
+                       "of this node's tasks";
         }
         return NULL;
     }
@@ -942,7 +958,9 @@ static void event_handler(broker_req_t *req, void *arg)
     type = json_string_value(json_object_get(body, "type"));
     if (!strcmp(type, "started")) {
         json_decref(j->started);
+        json_decref(j->exes);
         j->started = json_incref(json_object_get(body, "tasks"));
+        j->exes = json_incref(json_object_get(body, "executables"));
     } else if (!strcmp(type, "exit") || !strcmp(type, "exception"))
         idset_set(j->reported,
                   (uint32_t)json_integer_value(json_object_get(body, "rank")));
@@ -954,6 +972,47 @@ static void event_handler(broker_req_t *req, void *arg)
     json_object_del(o, "id");
     start_respond(j, o, 0);
     broker_respond(req, json_object(), NULL, 0, 0);
+}
+
+/* --- the proctable (proctable.c gathers it) ------------------------------ */
+
+int job_exec_fragment(struct jexec_ctx *ctx,
+                      uint64_t id,
+                      proctable_t *pt,
+                      eddy_error_t *err)
+{
+    struct job *j = job_lookup(ctx, id);
+    uint32_t rank = broker_rank(ctx->b);
+    size_t i;
+    json_t *t;
+
+    if (!j || j->finished) {
+        errno = ESRCH;
+        return errprintf(err, "job %ju: not running on rank %u", (uintmax_t)id,
+                         rank);
+    }
+    if (!j->exes) {
+        errno = EAGAIN;
+        return errprintf(err, "job %ju: rank %u: tasks not started yet",
+                         (uintmax_t)id, rank);
+    }
+    /* event_check() validated every field when the shell sent them */
+    json_array_foreach(j->started, i, t)
+    {
+        struct proctable_entry e = {
+            .rank = (uint32_t)json_integer_value(json_array_get(t, 0)),
+            .pid = (int32_t)json_integer_value(json_array_get(t, 1)),
+            .appnum = (int32_t)json_integer_value(json_array_get(t, 2)),
+            .broker_rank = rank,
+            .hostname = broker_hostname(ctx->b),
+            .executable = json_string_value(json_array_get(
+                j->exes, (size_t)json_integer_value(json_array_get(t, 3)))),
+        };
+        if (proctable_add(pt, &e) < 0)
+            return errprintf(err, "job %ju: rank %u: proctable: %s",
+                             (uintmax_t)id, rank, strerror(errno));
+    }
+    return 0;
 }
 
 /* --- service lifecycle -------------------------------------------------- */

@@ -1551,9 +1551,16 @@ static void release_req(broker_req_t *req, void *ctx)
     struct job_manager *jm = ctx;
     struct fanout *f;
     struct job *job;
+    int untraced = 0;
 
     if (broker_req_is_cancel(req) || !(job = req_job(jm, req)))
         return;
+    if (json_unpack(broker_req_msg(req)->body, "{s?b}", "untraced", &untraced) <
+        0) {
+        broker_respond_error(req, EPROTO,
+                             "job.release: 'untraced' must be a boolean");
+        return;
+    }
     if (!job->stop || job->released) {
         broker_respond_error(req, EINVAL,
                              "job %" PRIu64 " is not held at a startup barrier"
@@ -1582,9 +1589,58 @@ static void release_req(broker_req_t *req, void *ctx)
         if (job->nodes[i].ended)
             continue;
         fanout_send(f, "job-exec.release", job->nodes[i].rank,
-                    json_pack("{s:I}", "id", (json_int_t)job->id), NULL, 0);
+                    json_pack("{s:I s:b}", "id", (json_int_t)job->id,
+                              "untraced", untraced),
+                    NULL, 0);
     }
     fanout_sent(f);
+}
+
+/* --- the proctable (called by proctable.c) ------------------------------- */
+
+int job_manager_proctable_ranks(struct job_manager *jm,
+                                uint64_t id,
+                                char **ranks,
+                                uint32_t *ntasks,
+                                eddy_error_t *err)
+{
+    struct job *job;
+    idset_t *set = NULL;
+    char *s = NULL;
+
+    if (!jm->active || !(job = job_lookup(jm, id))) {
+        errno = ENOENT;
+        return errprintf(err, "job %" PRIu64 ": no such job", id);
+    }
+    if (job->state == JOBSTATE_INACTIVE || job->state == JOBSTATE_CLEANUP ||
+        job->fatal || job->nended > 0) {
+        errno = ESRCH;
+        return errprintf(err,
+                         "job %" PRIu64 " has ended or is ending (state %s)",
+                         id, jobstate_str(job->state));
+    }
+    if (job->state != JOBSTATE_RUN || job->nstarted < job->nnodes) {
+        errno = EAGAIN;
+        return errprintf(err,
+                         "job %" PRIu64 ": its tasks have not all started "
+                         "(state %s)",
+                         id, jobstate_str(job->state));
+    }
+    if (!(set = idset_create()))
+        goto nomem;
+    for (uint32_t i = 0; i < job->nnodes; i++)
+        if (idset_set(set, job->nodes[i].rank) < 0)
+            goto nomem;
+    if (!(s = idset_encode(set)))
+        goto nomem;
+    idset_destroy(set);
+    *ranks = s;
+    *ntasks = job->ntasks;
+    return 0;
+nomem:
+    idset_destroy(set);
+    errno = ENOMEM;
+    return errprintf(err, "job %" PRIu64 ": out of memory", id);
 }
 
 /* --- stdin (called by job_io.c) ---------------------------------------- */

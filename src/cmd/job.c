@@ -1,5 +1,5 @@
 /* eddy job - look at and control one job: info, attach, wait, kill,
- * cancel, release, eventlog (nested subcommands from one table). */
+ * cancel, release, eventlog, proctable (nested subcommands from one table). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -10,17 +10,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "eddy/mpir.h"
 #include "cmd.h"
 #include "jobopts.h"
+#include "mpir.h"
 #include "src/common/idset.h"
 
 static const char *const usage_text =
     "Usage: eddy job info ID [--json]\n"
-    "       eddy job attach [-l] [-n] ID\n"
+    "       eddy job attach [-l] [-n] [--debug] ID\n"
+    "       eddy job proctable ID [--json]\n"
     "       eddy job wait ID\n"
     "       eddy job kill [-s SIGNAL] [--ranks=IDSET] ID\n"
     "       eddy job cancel ID\n"
-    "       eddy job release ID\n"
+    "       eddy job release [--untraced] ID\n"
     "       eddy job eventlog [--follow] [--json] ID\n"
     "\n"
     "info: state, name, status, exception, times, the job's nodes and\n"
@@ -31,7 +34,13 @@ static const char *const usage_text =
     "  ends; our stdin goes to its tasks; Ctrl-C sends SIGINT, twice within\n"
     "  a second cancels the job.  Exit status: the job's.  Output beyond\n"
     "  the instance's output log cap that was not seen live is reported\n"
-    "  as dropped.\n"
+    "  as dropped.  With --debug, attach is an MPIR starter for a\n"
+    "  debugger (docs/mpir.md): it fills MPIR_proctable with the job's\n"
+    "  tasks (waiting for them to start), calls MPIR_Breakpoint(), then\n"
+    "  goes on as above; the job is not released or otherwise touched.\n"
+    "proctable: per task rank: node, hostname, pid, appnum and executable,\n"
+    "  gathered from the nodes (the table MPIR debuggers read); an error\n"
+    "  until every task started (or is held at a startup barrier).\n"
     "wait: wait until the job is finished; exit status: the job's (the\n"
     "  largest task exit code, 128+N for signal N; 1 if it never ran).\n"
     "kill: send SIGNAL (name or number, default TERM) to the job's tasks\n"
@@ -39,13 +48,16 @@ static const char *const usage_text =
     "cancel: end the job: an exception is recorded, its tasks get SIGTERM,\n"
     "  then SIGKILL after a grace period; a queued job is dropped.\n"
     "release: let a job held at its startup barrier (run/submit --stop)\n"
-    "  go; an error if the job is not held at one.\n"
+    "  go; an error if the job is not held at one.  With --untraced (stop\n"
+    "  mode exec), tasks a debugger is attached to stay stopped for it.\n"
     "eventlog: print the job's events (timestamp, name, context); with\n"
     "  --follow, keep printing until the job is cleaned up.\n"
     "\n"
     "  -j, --json        print JSON with the fields of docs/jobs-protocol.md\n"
     "  -l, --label-io    (attach) prefix output lines with 'RANK: '\n"
     "  -n, --no-stdin    (attach) do not send our stdin (nor its EOF)\n"
+    "  -d, --debug       (attach) be an MPIR starter\n"
+    "  -u, --untraced    (release) only tasks no debugger is attached to\n"
     "  -s, --signal=SIG  (kill) the signal to send\n"
     "  -r, --ranks=IDSET (kill) the task ranks to signal\n"
     "  -f, --follow      (eventlog) follow until the job ends\n"
@@ -195,6 +207,8 @@ static void attach_opt(const char *cmd, int c, void *arg)
 
     if (c == 'n')
         io->forward_stdin = false;
+    else if (c == 'd')
+        io->on_fatal = mpir_aborting; /* --debug */
     else
         io->label = true; /* -l */
 }
@@ -204,14 +218,24 @@ static int job_attach(int argc, char **argv)
     static const struct option opts[] = {
         {"label-io", no_argument, NULL, 'l'},
         {"no-stdin", no_argument, NULL, 'n'},
+        {"debug", no_argument, NULL, 'd'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct jobio io = {.forward_stdin = true, .signals = true};
     eddy_jobid_t id =
-        parse_args("job attach", argc, argv, "lnh", opts, attach_opt, &io);
+        parse_args("job attach", argc, argv, "lndh", opts, attach_opt, &io);
     eddy_t *h = cmd_open("job attach");
-    int status = jobio_attach("job attach", h, id, &io);
+    int status;
+
+    /* as an MPIR starter (attach mode): show the debugger the job as it
+     * is, then follow it like any attach */
+    if (mpir_wanted(io.on_fatal != NULL)) {
+        io.on_fatal = mpir_aborting;
+        mpir_acquire("job attach", h, id, true);
+        mpir_spawned();
+    }
+    status = jobio_attach("job attach", h, id, &io);
 
     eddy_close(h);
     return status;
@@ -322,15 +346,87 @@ static int job_cancel(int argc, char **argv)
     return 0;
 }
 
+static void release_opt(const char *cmd, int c, void *arg)
+{
+    *(bool *)arg = true; /* --untraced */
+}
+
 static int job_release(int argc, char **argv)
 {
-    eddy_jobid_t id =
-        parse_args("job release", argc, argv, "h", help_only, NULL, NULL);
+    static const struct option opts[] = {
+        {"untraced", no_argument, NULL, 'u'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool untraced = false;
+    eddy_jobid_t id = parse_args("job release", argc, argv, "uh", opts,
+                                 release_opt, &untraced);
     eddy_t *h = cmd_open("job release");
     eddy_future_t *f;
 
-    if (!(f = eddy_job_release(h, id)) || eddy_rpc_get(f, NULL) < 0)
+    f = untraced ? eddy_job_release_untraced(h, id) : eddy_job_release(h, id);
+    if (!f || eddy_rpc_get(f, NULL) < 0)
         jobid_die("job release", id, f);
+    eddy_future_destroy(f);
+    eddy_close(h);
+    return 0;
+}
+
+/* --- proctable ---------------------------------------------------------- */
+
+static json_t *proctable_json(const eddy_proctable_t *pt)
+{
+    json_t *a = json_array();
+    struct eddy_procdesc d;
+
+    for (uint32_t r = 0; a && eddy_proctable_entry(pt, r, &d) == 0; r++) {
+        if (json_array_append_new(
+                a, json_pack("{s:I s:I s:s s:I s:i s:s}", "rank",
+                             (json_int_t)d.rank, "node",
+                             (json_int_t)d.broker_rank, "hostname", d.hostname,
+                             "pid", (json_int_t)d.pid, "appnum", d.appnum,
+                             "executable", d.executable)) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static int job_proctable(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json_out = false;
+    eddy_jobid_t id = parse_args("job proctable", argc, argv, "jh", opts,
+                                 info_opt, &json_out);
+    eddy_t *h = cmd_open("job proctable");
+    eddy_future_t *f;
+    eddy_proctable_t *pt;
+    struct eddy_procdesc d;
+
+    if (!(f = eddy_job_proctable(h, id)) || !(pt = eddy_job_proctable_get(f)))
+        jobid_die("job proctable", id, f);
+    if (json_out) {
+        json_t *a = proctable_json(pt);
+        char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+        if (!text)
+            cmd_die("job proctable", "out of memory");
+        printf("%s\n", text);
+        free(text);
+        json_decref(a);
+    } else {
+        printf("%-6s %-6s %-16s %-8s %-6s %s\n", "RANK", "NODE", "HOSTNAME",
+               "PID", "APPNUM", "EXECUTABLE");
+        for (uint32_t r = 0; eddy_proctable_entry(pt, r, &d) == 0; r++)
+            printf("%-6" PRIu32 " %-6" PRIu32 " %-16s %-8ld %-6d %s\n", d.rank,
+                   d.broker_rank, d.hostname, (long)d.pid, d.appnum,
+                   d.executable);
+    }
+    eddy_proctable_destroy(pt);
     eddy_future_destroy(f);
     eddy_close(h);
     return 0;
@@ -417,7 +513,7 @@ static const struct {
     {"info", job_info},         {"attach", job_attach},
     {"wait", job_wait},         {"kill", job_kill},
     {"cancel", job_cancel},     {"release", job_release},
-    {"eventlog", job_eventlog},
+    {"eventlog", job_eventlog}, {"proctable", job_proctable},
 };
 
 static int job_run(int argc, char **argv)

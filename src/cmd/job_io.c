@@ -429,7 +429,9 @@ static void stdin_start(void)
 
 /* --- the eventlog ----------------------------------------------------- */
 
-static void print_exception(const char *context)
+/* Print the job's exception (unless quiet) and pass a fatal one on to
+ * the caller's hook. */
+static void job_exception(const char *context)
 {
     json_t *o = json_loads(context, 0, NULL);
     const char *type = "?", *note = "";
@@ -438,8 +440,11 @@ static void print_exception(const char *context)
     if (o)
         (void)json_unpack(o, "{s?s s?i s?s}", "type", &type, "severity",
                           &severity, "note", &note);
-    cmd_warn(E.cmd, "job %" PRIu64 ": %s exception%s%s%s", E.id, type,
-             severity == 0 ? "" : " (non-fatal)", *note ? ": " : "", note);
+    if (!E.io->quiet_exceptions)
+        cmd_warn(E.cmd, "job %" PRIu64 ": %s exception%s%s%s", E.id, type,
+                 severity == 0 ? "" : " (non-fatal)", *note ? ": " : "", note);
+    if (severity == 0 && E.io->on_fatal)
+        E.io->on_fatal(type, note);
     json_decref(o);
 }
 
@@ -461,8 +466,8 @@ static void on_event(eddy_future_t *f, void *arg)
     if (!strcmp(name, "start")) {
         E.started = true;
         stdin_start();
-    } else if (!strcmp(name, "exception") && !E.io->quiet_exceptions) {
-        print_exception(context);
+    } else if (!strcmp(name, "exception")) {
+        job_exception(context);
     }
     eddy_future_reset(f);
 }

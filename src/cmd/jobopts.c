@@ -29,6 +29,7 @@ enum {
     OPT_INPUT,
     OPT_INPUT_RANKS,
     OPT_STOP,
+    OPT_DEBUG,
 };
 
 static const struct option long_opts[] = {
@@ -48,6 +49,7 @@ static const struct option long_opts[] = {
     {"input", required_argument, NULL, OPT_INPUT},
     {"input-ranks", required_argument, NULL, OPT_INPUT_RANKS},
     {"stop", required_argument, NULL, OPT_STOP},
+    {"debug", no_argument, NULL, OPT_DEBUG},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -324,6 +326,9 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
                             "exec or init)",
                             optarg);
                 o->stop = optarg;
+                break;
+            case OPT_DEBUG:
+                o->debug = true;
                 break;
             default:
                 fprintf(stderr, "Try 'eddy %s -h' for help.\n", cmd);

@@ -66,6 +66,7 @@ struct jobopts {
     const char *input;  /* file or NULL */
     const char *input_ranks;
     const char *stop; /* --stop mode or NULL */
+    bool debug;       /* --debug: be an MPIR starter (run only) */
 };
 
 /* Parse argv[1..argc-1] as described above into 'o' (zeroed first) and
@@ -96,6 +97,9 @@ struct jobio {
     bool quiet_exceptions;   /* do not print the job's exceptions */
     bool owner;              /* we submitted the job: a signal before it starts
                                 cancels it (else we just detach) */
+    /* called for each fatal exception of the job, after it is printed,
+     * with its type and note (the MPIR starter's abort breakpoint) */
+    void (*on_fatal)(const char *type, const char *note);
 };
 
 /* Attach to job 'id' through 'h' as 'io' says, until the job is INACTIVE

@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "jobopts.h"
+#include "mpir.h"
 
 static const char *const usage_text =
     "Usage: eddy run [OPTIONS] CMD [ARGS...] [: [-n N] CMD [ARGS...]]...\n"
@@ -23,7 +24,14 @@ static const char *const usage_text =
     "With --stop, run does not release the job itself: it says on stderr\n"
     "when the job is held and keeps following it; release it from\n"
     "elsewhere (a debugger, a tool, 'eddy job release ID').\n"
-    "\n" JOBOPTS_USAGE "  -h, --help              show this help\n";
+    "With --debug, or when a debugger set MPIR_being_debugged, run is an\n"
+    "MPIR starter (docs/mpir.md): the job starts with --stop=exec, and\n"
+    "once every task is stopped run fills MPIR_proctable, calls\n"
+    "MPIR_Breakpoint() and, when the debugger continues it, releases the\n"
+    "tasks the debugger did not attach to.\n"
+    "\n" JOBOPTS_USAGE
+    "      --debug             be an MPIR starter for a debugger (above)\n"
+    "  -h, --help              show this help\n";
 
 /* With --stop: say once when the job is held, and how to let it go.
  * Runs from the handle's loop while jobio_attach() follows the job. */
@@ -58,23 +66,47 @@ static int run_run(int argc, char **argv)
     eddy_jobid_t id;
     eddy_t *h;
     int status;
+    bool debug;
 
-    /* 1. the job description */
+    /* 1. the job description; a debugger needs the tasks stopped at exec */
     jobopts_parse("run", argc, argv, &o);
+    debug = mpir_wanted(o.debug);
+    if (debug) {
+        if (o.stop && strcmp(o.stop, "exec") != 0)
+            cmd_die("run",
+                    "--debug starts the job with --stop=exec, not "
+                    "--stop=%s",
+                    o.stop);
+        if (eddy_jobspec_set_stop(o.js, "exec") < 0)
+            cmd_die("run", "%s", strerror(errno));
+    }
 
     /* 2. submit it */
     h = cmd_open("run");
     id = jobopts_submit("run", h, &o, true);
 
-    /* 3. with --stop nobody but the user can release the job: tell them
+    /* 3. as an MPIR starter: hand the stopped job to the debugger, then
+     * let go of what it did not take */
+    if (debug && mpir_wait_held("run", h, id)) {
+        eddy_future_t *f;
+        mpir_acquire("run", h, id, false);
+        mpir_spawned();
+        if (!(f = eddy_job_release_untraced(h, id)) ||
+            eddy_rpc_get(f, NULL) < 0)
+            cmd_warn("run", "job %" PRIu64 ": release: %s", id,
+                     f ? eddy_future_error_string(f) : strerror(errno));
+        eddy_future_destroy(f);
+    }
+
+    /* 4. with --stop nobody but the user can release the job: tell them
      * when it is held, without stopping to wait for it */
-    if (o.stop &&
+    if (o.stop && !debug &&
         (!(held = eddy_job_event_watch(h, id, EDDY_JOB_EVENT_FOLLOW)) ||
          eddy_future_then(held, -1, on_held, &id) < 0))
         cmd_die("run", "job %" PRIu64 ": cannot watch: %s", id,
                 strerror(errno));
 
-    /* 4. follow it to the end */
+    /* 5. follow it to the end */
     io.label = o.label;
     io.output = o.output;
     io.error = o.error;
@@ -83,6 +115,8 @@ static int run_run(int argc, char **argv)
     io.input_ranks = o.input_ranks;
     io.signals = true;
     io.owner = true;
+    if (debug)
+        io.on_fatal = mpir_aborting;
     status = jobio_attach("run", h, id, &io);
     eddy_future_destroy(held);
     eddy_close(h);

@@ -71,6 +71,10 @@ static int submit_run(int argc, char **argv)
     eddy_t *h;
 
     jobopts_parse("submit", argc, argv, &o);
+    if (o.debug)
+        cmd_die("submit", "--debug needs a starter that stays with the job: "
+                          "use 'eddy run --debug' or 'eddy job attach "
+                          "--debug ID'");
     if (o.input_ranks && !o.input)
         cmd_die("submit", "--input-ranks needs --input (a submitted job "
                           "reads no stdin of ours)");

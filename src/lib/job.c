@@ -825,6 +825,16 @@ eddy_future_t *eddy_job_release(eddy_t *h, eddy_jobid_t id)
     return id_rpc(h, "job.release", id);
 }
 
+eddy_future_t *eddy_job_release_untraced(eddy_t *h, eddy_jobid_t id)
+{
+    if (!h || id > JOBID_MAX) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return eddy_rpc_pack(h, "job.release", 0, 0, "{s:I s:b}", "id",
+                         (json_int_t)id, "untraced", 1);
+}
+
 eddy_future_t *eddy_job_stdin(eddy_t *h,
                               eddy_jobid_t id,
                               const char *ranks,

@@ -8,6 +8,7 @@
  * PMI wire protocol itself is pmi_server.c's (docs/pmi.md).
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,10 +329,32 @@ static void do_kill(struct shell *sh, int signum, const char *ranks)
     idset_destroy(set);
 }
 
+/* True if a tracer (a debugger) is attached to 'pid': /proc says who.
+ * An unreadable status counts as untraced, so the task is not left
+ * stopped for a debugger that is not there. */
+static bool is_traced(pid_t pid)
+{
+    char path[64], line[256];
+    long tracer = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (!(f = fopen(path, "re")))
+        return false;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "TracerPid: %ld", &tracer) == 1)
+            break;
+    }
+    fclose(f);
+    return tracer > 0;
+}
+
 /* The release command: let the held tasks go.  A task that then fails
  * to exec is reported as an exception and the others are killed, as at
- * an ordinary start. */
-static void do_release(struct shell *sh)
+ * an ordinary start.  'untraced' (MPIR partial attach): with stop=exec,
+ * leave the tasks a debugger attached to for the debugger to continue,
+ * and only resume the others. */
+static void do_release(struct shell *sh, bool untraced)
 {
     eddy_error_t e;
     bool failed = false;
@@ -365,9 +388,14 @@ static void do_release(struct shell *sh)
         break;
     case STOP_EXEC:
         /* those not yet at their exec stop are detached running */
-        for (i = 0; i < sh->ntasks; i++)
-            if (sh->tasks[i].stopped && !sh->tasks[i].exited)
-                (void)task_kill(sh->tasks[i].t, SIGCONT);
+        for (i = 0; i < sh->ntasks; i++) {
+            struct stask *st = &sh->tasks[i];
+            if (!st->stopped || st->exited)
+                continue;
+            if (untraced && is_traced(task_pid(st->t)))
+                continue;
+            (void)task_kill(st->t, SIGCONT);
+        }
         break;
     case STOP_INIT:
         shell_pmi_release(sh);
@@ -402,13 +430,13 @@ static void on_hello(eddy_future_t *f, void *arg)
     struct shell *sh = arg;
     const char *type = NULL, *ranks = NULL;
     json_int_t signum = 0, rank = -1;
-    int eof = 0;
+    int eof = 0, untraced = 0;
     const void *data = NULL;
     size_t len = 0;
 
-    if (eddy_rpc_get_unpack(f, "{s:s s?I s?s s?I s?b}", "type", &type, "signum",
-                            &signum, "ranks", &ranks, "rank", &rank, "eof",
-                            &eof) < 0) {
+    if (eddy_rpc_get_unpack(f, "{s:s s?I s?s s?I s?b s?b}", "type", &type,
+                            "signum", &signum, "ranks", &ranks, "rank", &rank,
+                            "eof", &eof, "untraced", &untraced) < 0) {
         if (errno == EPROTO) {
             fprintf(stderr, "eddy-shell: job %ju: bad command: %s\n",
                     (uintmax_t)sh->id, eddy_future_error_string(f));
@@ -422,7 +450,7 @@ static void on_hello(eddy_future_t *f, void *arg)
     if (!strcmp(type, "kill") && signum > 0 && signum < NSIG)
         do_kill(sh, (int)signum, ranks);
     else if (!strcmp(type, "release"))
-        do_release(sh);
+        do_release(sh, untraced);
     else if (!strcmp(type, "stdin") && rank >= 0 &&
              eddy_rpc_get_raw(f, &data, &len) == 0) {
         if (shell_io_stdin(sh->io, (uint32_t)rank, data, len, eof) < 0 &&
@@ -658,31 +686,70 @@ static int task_io(struct shell *sh, struct stask *st)
                              task_take_fd(st->t, 1), task_take_fd(st->t, 2));
 }
 
+/* Index of 'path' in the array of strings 'exes', appended if new (the
+ * local tasks run few distinct programs: a linear scan is enough). */
+static int exe_index(json_t *exes, const char *path)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(exes, i, v)
+    {
+        if (!strcmp(json_string_value(v), path))
+            return (int)i;
+    }
+    if (json_array_append_new(exes, json_string(path)) < 0)
+        return -1;
+    return (int)json_array_size(exes) - 1;
+}
+
+/* Tell rank 0 each local task's pid, appnum and the program it runs (the
+ * resolved path: debuggers read symbols from it), once, as
+ * {"tasks": [[rank, pid, appnum, exe], ...], "executables": [path, ...]}
+ * with 'exe' an index into "executables". */
 static void report_started(struct shell *sh)
 {
-    json_t *tasks;
+    json_t *tasks, *exes;
 
     if (sh->started)
         return;
     sh->started = true;
     tasks = json_array();
+    exes = json_array();
 
-    for (uint32_t i = 0; tasks && i < sh->ntasks; i++) {
-        if (json_array_append_new(
-                tasks, json_pack("[I,I]", (json_int_t)sh->tasks[i].rank,
-                                 (json_int_t)task_pid(sh->tasks[i].t))) < 0) {
+    for (uint32_t i = 0; tasks && exes && i < sh->ntasks; i++) {
+        struct stask *st = &sh->tasks[i];
+        const char *path = task_path(st->t);
+        char abs[PATH_MAX];
+        int exe;
+
+        /* a relative program ran from the task's cwd */
+        if (path && path[0] != '/' && jobspec_cwd(sh->js) &&
+            snprintf(abs, sizeof(abs), "%s/%s", jobspec_cwd(sh->js), path) <
+                (int)sizeof(abs))
+            path = abs;
+        exe = exe_index(exes, path ? path : "");
+        if (exe < 0 ||
+            json_array_append_new(
+                tasks, json_pack("[I,I,i,i]", (json_int_t)st->rank,
+                                 (json_int_t)task_pid(st->t),
+                                 jobspec_task_group(sh->js, st->rank), exe)) <
+                0) {
             json_decref(tasks);
             tasks = NULL;
         }
     }
-    if (!tasks) {
+    if (!tasks || !exes) {
+        json_decref(tasks);
+        json_decref(exes);
         errno = ENOMEM;
         fprintf(stderr, "eddy-shell: job %ju: cannot report started\n",
                 (uintmax_t)sh->id);
         sh->failed = true;
         return;
     }
-    send_event(sh, json_pack("{s:s s:o}", "type", "started", "tasks", tasks));
+    send_event(sh, json_pack("{s:s s:o s:o}", "type", "started", "tasks", tasks,
+                             "executables", exes));
 }
 
 int shell_start(struct shell *sh, eddy_error_t *err)

@@ -27,7 +27,9 @@
 
 #include "eddy/core.h"
 #include "eddy/job.h"
+#include "eddy/mpir.h"
 #include "src/common/msg.h"
+#include "src/common/proctable.h"
 #include "tests/unit/support/wire.h"
 
 static int timeout_scale = 1;
@@ -65,6 +67,37 @@ static int respond(
     m->matchtag = req->matchtag;
     m->flags = (uint8_t)flags;
     return wire_send_msg(fd, m);
+}
+
+/* Job 30: a good table of 3 tasks on two nodes, MPMD; job 32: ranks 0
+ * and 2 only.  Encoded with the codec the brokers use. */
+static int respond_proctable(int fd, const msg_t *req, bool complete)
+{
+    static const struct proctable_entry e[] = {
+        {2, 5, 1, 4000, "n5", "/bin/b"},
+        {0, 0, 0, 1234, "n0", "/bin/a"},
+        {1, 0, 0, 1235, "n0", "/bin/a"},
+    };
+    proctable_t *pt = proctable_create();
+    void *buf = NULL;
+    size_t len = 0;
+    msg_t *m;
+    int rc = -1;
+
+    for (size_t i = 0; pt && i < 3; i++)
+        if ((complete || e[i].rank != 1) && proctable_add(pt, &e[i]) < 0)
+            goto done;
+    if (!pt || proctable_encode(pt, &buf, &len) < 0)
+        goto done;
+    if (!(m = msg_create(MSG_RESPONSE, req->topic,
+                         json_pack("{s:i}", "count", 3), buf, len)))
+        goto done;
+    m->matchtag = req->matchtag;
+    rc = wire_send_msg(fd, m);
+done:
+    free(buf);
+    proctable_destroy(pt);
+    return rc;
 }
 
 static int respond_error(int fd, const msg_t *req, int errnum, const char *s)
@@ -378,6 +411,15 @@ static int serve_one(struct fake *fk, int fd, const msg_t *req)
         return respond_error(fd, req, EINVAL,
                              "job 1 is not held at a startup barrier "
                              "(submitted without a stop mode)");
+    }
+    if (!strcmp(t, "proctable.get")) {
+        if (id == 30 || id == 32)
+            return respond_proctable(fd, req, id == 30);
+        if (id == 31)
+            return respond(fd, req, NULL, "not a table", 0);
+        return respond_error(fd, req, EAGAIN,
+                             "job 33: its tasks have not all started "
+                             "(state SCHED)");
     }
     if (!strcmp(t, "job.kill") || !strcmp(t, "job.cancel") ||
         !strcmp(t, "job-io.stdin") || !strcmp(t, "test.sync"))
@@ -1259,6 +1301,90 @@ static void test_barrier(void **state)
     assert_int_equal(eddy_rpc_get(f, NULL), -1);
     assert_int_equal(errno, ENOENT);
     eddy_future_destroy(f);
+    /* the MPIR starter's release says "untraced" */
+    errno = 0;
+    assert_null(eddy_job_release_untraced(NULL, 20));
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(f = eddy_job_release_untraced(h, 20));
+    assert_int_equal(eddy_rpc_get(f, NULL), 0);
+    eddy_future_destroy(f);
+    req = last_request(fk, "job.release");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 20);
+    assert_true(json_is_true(json_object_get(req, "untraced")));
+    json_decref(req);
+    eddy_close(h);
+}
+
+/* ---- proctable (eddy/mpir.h) ------------------------------------------ */
+
+static void test_proctable(void **state)
+{
+    struct fake *fk = *state;
+    eddy_error_t err;
+    eddy_t *h = eddy_open(fk->uri, 0, &err);
+    eddy_future_t *f;
+    eddy_proctable_t *pt;
+    struct eddy_procdesc d;
+    json_t *req;
+
+    assert_non_null(h);
+    errno = 0;
+    assert_null(eddy_job_proctable(NULL, 30));
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_null(eddy_job_proctable_get(NULL));
+    assert_int_equal(errno, EINVAL);
+
+    /* a good table, by rank, outliving its future */
+    assert_non_null(f = eddy_job_proctable(h, 30));
+    assert_non_null(pt = eddy_job_proctable_get(f));
+    eddy_future_destroy(f);
+    req = last_request(fk, "proctable.get");
+    assert_int_equal(json_integer_value(json_object_get(req, "id")), 30);
+    json_decref(req);
+    assert_int_equal(eddy_proctable_size(pt), 3);
+    assert_int_equal(eddy_proctable_entry(pt, 0, &d), 0);
+    assert_int_equal(d.rank, 0);
+    assert_string_equal(d.hostname, "n0");
+    assert_string_equal(d.executable, "/bin/a");
+    assert_int_equal(d.pid, 1234);
+    assert_int_equal(d.broker_rank, 0);
+    assert_int_equal(d.appnum, 0);
+    assert_int_equal(eddy_proctable_entry(pt, 2, &d), 0);
+    assert_int_equal(d.rank, 2);
+    assert_string_equal(d.hostname, "n5");
+    assert_string_equal(d.executable, "/bin/b");
+    assert_int_equal(d.pid, 4000);
+    assert_int_equal(d.broker_rank, 5);
+    assert_int_equal(d.appnum, 1);
+    errno = 0;
+    assert_int_equal(eddy_proctable_entry(pt, 3, &d), -1);
+    assert_int_equal(errno, EINVAL);
+    errno = 0;
+    assert_int_equal(eddy_proctable_entry(NULL, 0, &d), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(eddy_proctable_size(NULL), 0);
+    eddy_proctable_destroy(pt);
+    eddy_proctable_destroy(NULL);
+
+    /* a payload that is not a table, a table with a hole: EPROTO */
+    for (eddy_jobid_t id = 31; id <= 32; id++) {
+        assert_non_null(f = eddy_job_proctable(h, id));
+        errno = 0;
+        assert_null(eddy_job_proctable_get(f));
+        assert_int_equal(errno, EPROTO);
+        assert_non_null(strstr(eddy_future_error_string(f),
+                               "malformed response to proctable.get"));
+        eddy_future_destroy(f);
+    }
+    /* the service's error passes through */
+    assert_non_null(f = eddy_job_proctable(h, 33));
+    errno = 0;
+    assert_null(eddy_job_proctable_get(f));
+    assert_int_equal(errno, EAGAIN);
+    assert_non_null(
+        strstr(eddy_future_error_string(f), "have not all started"));
+    eddy_future_destroy(f);
     eddy_close(h);
 }
 
@@ -1550,6 +1676,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_control, setup, teardown),
         cmocka_unit_test(test_jobspec_stop),
         cmocka_unit_test_setup_teardown(test_barrier, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proctable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eventlog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_detach, setup, teardown),
