@@ -57,6 +57,7 @@ fuzz: deps
 
 bench: build
 	@bench/run $(BUILD)
+	@echo; bench/mpir $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
