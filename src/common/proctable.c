@@ -210,8 +210,7 @@ static char *str_copy(const char *s, size_t len)
     return c;
 }
 
-/* --- rank index ------------------------------------------------------------
- */
+/* --- rank index ----------------------------------------------------------- */
 
 /* Murmur3's finalizer: consecutive ranks spread over the whole table. */
 static uint32_t rank_hash(uint32_t r)
@@ -297,8 +296,7 @@ static int rank_reserve(proctable_t *pt, size_t want)
     return 0;
 }
 
-/* --- entries
- * ------------------------------------------------------------------ */
+/* --- entries -------------------------------------------------------------- */
 
 static int ents_reserve(proctable_t *pt, size_t want)
 {
@@ -460,8 +458,7 @@ bool proctable_is_complete(proctable_t *pt, uint32_t n)
     return n == 0 || pt->max_rank == n - 1;
 }
 
-/* --- encoding --------------------------------------------------------------
- */
+/* --- encoding ------------------------------------------------------------- */
 
 /* Writes to p, or only counts bytes when p is NULL (the sizing pass). */
 struct writer {
@@ -608,8 +605,7 @@ nomem:
     return -1;
 }
 
-/* --- decoding --------------------------------------------------------------
- */
+/* --- decoding ------------------------------------------------------------- */
 
 struct reader {
     const uint8_t *p;

@@ -68,7 +68,7 @@
  * Cost: a run takes 6 bytes or more plus at least one byte per task.  A
  * node's tasks with one executable and consecutive pids cost about one
  * byte each; a table where every rank starts a new run (MPMD interleaved
- * by rank) about 8 bytes per task; plus each distinct string once, with
+ * by rank) about 7 bytes per task; plus each distinct string once, with
  * a 1 or 2 byte length.
  *
  * Hostile input: the decoder checks every count against the bytes left
