@@ -16,6 +16,12 @@
  *   eddy-pmi-client --stamp    no PMI: print the CLOCK_REALTIME at which
  *                              the program started, "stamp SECONDS", to
  *                              measure when held tasks start running.
+ *   eddy-pmi-client --init-stamp
+ *                              PMI_Init, then print "stamp SECONDS" as
+ *                              soon as it returns (when a task held in
+ *                              init runs again), then PMI_Barrier (as MPI
+ *                              programs do, so early exits do not compete
+ *                              with late starters) and PMI_Finalize.
  *
  * Exit 0 on success; 1 with a message naming the rank otherwise.
  */
@@ -56,6 +62,20 @@ int main(int argc, char **argv)
 
     if (argc > 1 && !strcmp(argv[1], "--stamp")) {
         printf("stamp %.6f\n", now(CLOCK_REALTIME));
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--init-stamp")) {
+        if ((rc = PMI_Init(&spawned)) != PMI_SUCCESS) {
+            fprintf(stderr, "pmi-client: init: error %d\n", rc);
+            return 1;
+        }
+        printf("stamp %.6f\n", now(CLOCK_REALTIME));
+        fflush(stdout);
+        if ((rc = PMI_Barrier()) != PMI_SUCCESS ||
+            (rc = PMI_Finalize()) != PMI_SUCCESS) {
+            fprintf(stderr, "pmi-client: barrier/finalize: error %d\n", rc);
+            return 1;
+        }
         return 0;
     }
     if ((rc = PMI_Init(&spawned)) != PMI_SUCCESS ||
