@@ -18,6 +18,7 @@
 #include "src/common/topology.h"
 #include "bootstrap.h"
 #include "broker.h"
+#include "job.h"
 
 /* --- command line ----------------------------------------------------- */
 
@@ -39,6 +40,7 @@ enum {
     OPT_CORES,
     OPT_JOB_OUTPUT_CAP,
     OPT_JOB_KILL_GRACE,
+    OPT_TMPDIR_BASE,
     OPT_HELP,
 };
 
@@ -60,6 +62,7 @@ static const struct option longopts[] = {
     {"cores", required_argument, NULL, OPT_CORES},
     {"job-output-cap", required_argument, NULL, OPT_JOB_OUTPUT_CAP},
     {"job-kill-grace", required_argument, NULL, OPT_JOB_KILL_GRACE},
+    {"tmpdir-base", required_argument, NULL, OPT_TMPDIR_BASE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -71,6 +74,7 @@ static const char usage[] =
     "                   [--heartbeat=SECONDS] [--heartbeat-timeout=SECONDS]\n"
     "                   [--log-level=N] [--hostname=NAME] [--cores=N]\n"
     "                   [--job-output-cap=BYTES] [--job-kill-grace=SECONDS]\n"
+    "                   [--tmpdir-base=DIR]\n"
     "Normally started by 'eddy start'.\n";
 
 static int parse_long(
@@ -110,6 +114,15 @@ static int parse_seconds(const char *name, const char *s, double *out)
     return 0;
 }
 
+/* Job tmpdirs go where temporary files go: $TMPDIR if it is an absolute
+ * path, else /tmp. */
+static const char *default_tmpdir_base(void)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    return tmp && tmp[0] == '/' ? tmp : "/tmp";
+}
+
 int broker_parse_args(int argc, char **argv, struct broker_opts *o)
 {
     int c;
@@ -124,6 +137,7 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
     o->log_level = LOG_LEVEL_INFO;
     o->job_output_cap = BROKER_JOB_OUTPUT_CAP;
     o->job_kill_grace = BROKER_JOB_KILL_GRACE;
+    o->tmpdir_base = default_tmpdir_base();
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -195,6 +209,16 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
         case OPT_JOB_KILL_GRACE:
             if (parse_seconds("job-kill-grace", optarg, &o->job_kill_grace) < 0)
                 return -1;
+            break;
+        case OPT_TMPDIR_BASE:
+            if (optarg[0] != '/') {
+                fprintf(stderr,
+                        "eddy-broker: --tmpdir-base=%s: expected an "
+                        "absolute path\n",
+                        optarg);
+                return -1;
+            }
+            o->tmpdir_base = optarg;
             break;
         case OPT_HELP:
             fputs(usage, stdout);
@@ -420,6 +444,16 @@ uint64_t broker_job_output_cap(const broker_t *b)
 double broker_job_kill_grace(const broker_t *b)
 {
     return b->opts.job_kill_grace;
+}
+
+const char *broker_tmpdir_base(const broker_t *b)
+{
+    return b->opts.tmpdir_base;
+}
+
+const char *broker_rundir(const broker_t *b)
+{
+    return b->rundir;
 }
 
 struct uv_loop_s *broker_loop(broker_t *b)

@@ -9,6 +9,7 @@
  *               [--heartbeat-timeout=SECONDS] [--log-level=N]
  *               [--hostname=NAME] [--cores=N]
  *               [--job-output-cap=BYTES] [--job-kill-grace=SECONDS]
+ *               [--tmpdir-base=DIR]
  *
  *   --rank, --size   place in the instance (--size may come from --hosts)
  *   --fanout         tree fanout (default 2)
@@ -32,6 +33,10 @@
  *                    (default BROKER_JOB_OUTPUT_CAP)
  *   --job-kill-grace seconds between SIGTERM and SIGKILL when a job is
  *                    cancelled (default BROKER_JOB_KILL_GRACE)
+ *   --tmpdir-base    an absolute path: where job-exec makes each job's
+ *                    tmpdir on this node (default $TMPDIR if absolute,
+ *                    else /tmp); not checked at startup: a base that does
+ *                    not work fails the jobs, naming it
  *   EDDY_BROKER_TRACE=1 prints every overlay message to stderr (=2: and
  *   every client message).
  *
@@ -140,6 +145,7 @@ struct broker_opts {
     long cores; /* 0: detect from the CPU affinity mask */
     uint64_t job_output_cap;
     double job_kill_grace;
+    const char *tmpdir_base; /* absolute */
 };
 
 enum conn_kind {

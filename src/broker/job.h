@@ -14,8 +14,13 @@
  *
  * The proctable service gathers a job's process table over the tree: rank
  * 0 asks the manager which brokers run the job
- * (job_manager_proctable_ranks()), and every broker adds its own node's
+ * (job_manager_job_ranks()), and every broker adds its own node's
  * tasks with job_exec_fragment().
+ *
+ * Job tmpdirs: job-exec makes one per job on each of its brokers before
+ * the shell is spawned (under broker_tmpdir_base()) and removes it once
+ * the shell has been reaped; other services of the same broker (bcast)
+ * find it with job_exec_tmpdir().
  */
 #ifndef EDDY_BROKER_JOB_H
 #define EDDY_BROKER_JOB_H
@@ -53,16 +58,23 @@ void job_manager_stdin(struct job_manager *jm,
                        const void *data,
                        size_t len);
 
+/* What job_manager_job_ranks() waits for on every node of the job. */
+enum job_ranks_need {
+    JOB_RANKS_STARTED, /* every task forked (pids known): the proctable */
+    JOB_RANKS_TMPDIRS, /* every tmpdir made: bcast */
+};
+
 /* The broker ranks of job 'id' as a canonical idset string (caller frees)
- * and its task count, if every task of the job started (or is held at a
- * startup barrier) and the job is not ending.  -1 with errno and 'err':
- * ENOENT no such job, EAGAIN not started yet (the message says the state),
- * ESRCH the job has ended or is ending, ENOMEM. */
-int job_manager_proctable_ranks(struct job_manager *jm,
-                                uint64_t id,
-                                char **ranks,
-                                uint32_t *ntasks,
-                                eddy_error_t *err);
+ * and its task count, if the job runs, is not ending and every node has
+ * what 'need' says.  -1 with errno and 'err': ENOENT no such job, EAGAIN
+ * not there yet (the message says the state), ESRCH the job has ended or
+ * is ending (tasks on some node exited), ENOMEM. */
+int job_manager_job_ranks(struct job_manager *jm,
+                          uint64_t id,
+                          enum job_ranks_need need,
+                          char **ranks,
+                          uint32_t *ntasks,
+                          eddy_error_t *err);
 
 /* Add the entries of job 'id' on this broker (its shell's tasks, with this
  * broker's rank and hostname) to 'pt'.  -1 with errno and 'err': ESRCH the
@@ -73,5 +85,9 @@ int job_exec_fragment(struct jexec_ctx *ctx,
                       uint64_t id,
                       proctable_t *pt,
                       eddy_error_t *err);
+
+/* The tmpdir of job 'id' on this broker, or NULL (errno ESRCH) if the
+ * job does not run here (or has ended here). */
+const char *job_exec_tmpdir(struct jexec_ctx *ctx, uint64_t id);
 
 #endif /* !EDDY_BROKER_JOB_H */

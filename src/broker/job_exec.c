@@ -9,10 +9,25 @@
  *   job-exec.stdin       from rank 0: {"id","rank","eof"} + payload
  *   job-exec.release     from rank 0: {"id"}: release a job held at its
  *                        startup barrier (relayed to the shell)
+ *   job-exec.go          from rank 0: {"id"}: every node of the job has
+ *                        its tmpdir: the shell may fork its tasks
  *   job-exec.shell-hello from the shell, streaming: first response is the
  *                        JOBSLICE, later ones are commands ("kill",
  *                        "stdin", "release")
  *   job-exec.shell-event from the shell: {"id","type",...}, relayed
+ *
+ * Job tmpdirs: the start handler makes the job's tmpdir on this node
+ * (tmpdir_create(), before anything is spawned) and reports it to rank 0
+ * as the first response of the start stream, {"type":"tmpdir","path"}.
+ * The shell is spawned at once, but its hello is answered (with the
+ * JOBSLICE, which lets it fork its tasks) only once rank 0 said
+ * job-exec.go, which it does when every node of the job reported its
+ * tmpdir: a node that cannot make one fails the job before any task of
+ * it exists anywhere, and the shell's startup overlaps that round trip.
+ * A job on one node goes at once (there is no other node to wait for).
+ * The tmpdir is removed (tmpdir_release()) once the shell has been
+ * reaped, before the start stream ends, and at broker exit for jobs still
+ * present.  Removal never follows a symlink out of it (rmtree.h).
  *
  * A job is "live" from its start request until the end of its start
  * stream, which is sent only once the shell process has been reaped (so
@@ -22,11 +37,13 @@
  * group of its own, so the broker can signal both without the shell.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 #include <jansson.h>
@@ -37,6 +54,7 @@
 #include "src/common/idset.h"
 #include "src/common/jobslice.h"
 #include "src/common/log.h"
+#include "src/common/rmtree.h"
 
 /* A shell that has not said hello by then will not: its start failed in a
  * way it could not report (e.g. it cannot reach the broker's socket). */
@@ -49,6 +67,9 @@
 /* Stdin requests held for a shell that has not said hello yet; rank 0
  * waits for each answer, so this is only a safety bound. */
 #define JOB_EXEC_STDIN_PENDING_MAX 256
+
+/* Characters of the run directory's name kept in a tmpdir's name. */
+#define JOB_EXEC_TMPDIR_INSTANCE_MAX 32
 
 extern char **environ;
 
@@ -64,10 +85,11 @@ struct job {
     struct jexec_ctx *ctx; /* NULL once the service is destroyed */
     struct job *prev, *next;
     uint64_t id;
-    json_t *slice;       /* the start request body, given to the shell */
-    struct jobslice *js; /* decoded */
-    broker_req_t *start; /* until the end of the start stream */
-    broker_req_t *hello; /* the shell's stream, while it is connected */
+    json_t *slice;            /* the start request body, given to the shell */
+    struct jobslice *js;      /* decoded */
+    broker_req_t *start;      /* until the end of the start stream */
+    broker_req_t *hello;      /* the shell's stream, while it is connected */
+    broker_req_t *hello_wait; /* its hello, until rank 0 says go */
     uint64_t hello_origin;
     uv_process_t proc;
     uv_timer_t timer; /* hello timeout, then the SIGKILL grace */
@@ -75,8 +97,12 @@ struct job {
     bool spawned;
     bool hello_seen;
     bool hello_timed_out;
-    bool exited;   /* shell reaped */
-    bool finished; /* start stream ended: no longer live */
+    bool hello_held;       /* it said hello before rank 0 said go */
+    bool exited;           /* shell reaped */
+    bool finished;         /* start stream ended: no longer live */
+    bool go;               /* job-exec.go came: the shell may fork its tasks */
+    bool killed_before_go; /* nothing was forked: nothing to report */
+    char *tmpdir;          /* the job's tmpdir on this node, until released */
     int64_t exit_status;
     int term_signal;
     idset_t *reported; /* task ranks that sent "exit" or "exception" */
@@ -126,6 +152,8 @@ static void job_free(struct job *j)
     pending_fail(j, EPIPE, "job ended");
     broker_req_decref(j->start);
     broker_req_decref(j->hello);
+    broker_req_decref(j->hello_wait);
+    free(j->tmpdir);
     json_decref(j->slice);
     json_decref(j->started);
     json_decref(j->exes);
@@ -179,6 +207,120 @@ static struct job *job_lookup(struct jexec_ctx *ctx, uint64_t id)
             return j;
     return NULL;
 }
+
+/* --- the job tmpdir ------------------------------------------------------ */
+
+/* The run directory's name, for tmpdir names: without a leading "eddy-"
+ * (eddy start's own run directories are eddy-XXXXXX), letters, digits
+ * and ._- only (others become '_'), at most JOB_EXEC_TMPDIR_INSTANCE_MAX
+ * characters. */
+static void instance_name(const char *rundir, char *buf, size_t size)
+{
+    const char *end = rundir + strlen(rundir), *start;
+    size_t n = 0;
+
+    while (end > rundir && end[-1] == '/')
+        end--;
+    for (start = end; start > rundir && start[-1] != '/'; start--)
+        ;
+    if (end - start > 5 && !strncmp(start, "eddy-", 5))
+        start += 5;
+    for (; start < end && n + 1 < size; start++) {
+        char c = *start;
+        buf[n++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                           c == '-'
+                       ? c
+                       : '_';
+    }
+    if (n == 0 && size > 1)
+        buf[n++] = '_';
+    buf[n] = '\0';
+}
+
+/* Make the job's tmpdir on this node, owned by us (the instance owner,
+ * who is the user), mode 0700:
+ *   BASE/eddy-INSTANCE-rRANK-jID-XXXXXX
+ * INSTANCE (the run directory's name) and RANK single out this broker
+ * among all the brokers of all instances on the machine, ID the job, and
+ * mkdtemp()'s random suffix keeps the name unused even by what a killed
+ * broker of an instance with a reused run directory left behind.  -1
+ * with errno and 'err' naming the base. */
+static int tmpdir_create(struct job *j, eddy_error_t *err)
+{
+    broker_t *b = j->ctx->b;
+    const char *base = broker_tmpdir_base(b);
+    size_t blen = strlen(base);
+    char inst[JOB_EXEC_TMPDIR_INSTANCE_MAX + 1];
+    char *path = NULL;
+    int fd, errnum;
+
+    while (blen > 1 && base[blen - 1] == '/')
+        blen--;
+    instance_name(broker_rundir(b), inst, sizeof(inst));
+    if (asprintf(&path, "%.*s/eddy-%s-r%u-j%ju-XXXXXX", (int)blen, base, inst,
+                 broker_rank(b), (uintmax_t)j->id) < 0) {
+        errno = ENOMEM;
+        return errprintf(err, "cannot create a job tmpdir: out of memory");
+    }
+    if (!mkdtemp(path))
+        goto error;
+    /* exactly 0700, whatever our umask */
+    if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        goto error_rmdir;
+    if (fchmod(fd, 0700) < 0) {
+        errnum = errno;
+        close(fd);
+        errno = errnum;
+        goto error_rmdir;
+    }
+    close(fd);
+    j->tmpdir = path;
+    return 0;
+error_rmdir:
+    errnum = errno;
+    (void)rmdir(path);
+    errno = errnum;
+error:
+    errnum = errno;
+    free(path);
+    errno = errnum;
+    return errprintf(err, "cannot create a job tmpdir in %s: %s", base,
+                     strerror(errnum));
+}
+
+/* The job no longer needs its tmpdir on this node: remove it with all it
+ * holds, never following a symlink out of it.  The one place that
+ * decides (tool daemons sharing the tmpdir will count references here). */
+static void tmpdir_release(struct job *j, broker_t *b)
+{
+    eddy_error_t err = {{0}};
+
+    if (!j->tmpdir)
+        return;
+    if (rmtree(j->tmpdir, &err) < 0 && errno != ENOENT)
+        broker_log(b, LOG_LEVEL_ERR,
+                   "job-exec: job %ju: cannot remove its tmpdir: %s",
+                   (uintmax_t)j->id, err.text);
+    else
+        broker_log(b, LOG_LEVEL_DEBUG, "job-exec: job %ju: removed %s",
+                   (uintmax_t)j->id, j->tmpdir);
+    free(j->tmpdir);
+    j->tmpdir = NULL;
+}
+
+const char *job_exec_tmpdir(struct jexec_ctx *ctx, uint64_t id)
+{
+    struct job *j = ctx ? job_lookup(ctx, id) : NULL;
+
+    if (!j || j->exited || !j->tmpdir) {
+        errno = ESRCH;
+        return NULL;
+    }
+    return j->tmpdir;
+}
+
+/* --- the start stream ---------------------------------------------------- */
 
 /* Send one response on the start stream (body stolen); failures can only
  * be logged: the stream belongs to rank 0. */
@@ -236,12 +378,22 @@ static void job_finish(struct job *j)
          r = idset_next(j->js->tasks, r))
         if (!idset_test(j->reported, r))
             all_reported = false;
-    if (j->hello_timed_out) {
-        snprintf(note, sizeof(note),
-                 "job %ju: rank %u (%s): eddy-shell did not say hello within"
-                 " %d s",
-                 (uintmax_t)j->id, broker_rank(ctx->b), broker_hostname(ctx->b),
-                 JOB_EXEC_HELLO_TIMEOUT_MS / 1000);
+    if (j->killed_before_go) {
+        /* killed before it forked anything (the job failed or was
+         * cancelled while it started): no task to report */
+    } else if (j->hello_timed_out) {
+        if (j->hello_held)
+            snprintf(note, sizeof(note),
+                     "job %ju: rank %u (%s): not told to start the tasks "
+                     "within %d s",
+                     (uintmax_t)j->id, broker_rank(ctx->b),
+                     broker_hostname(ctx->b), JOB_EXEC_HELLO_TIMEOUT_MS / 1000);
+        else
+            snprintf(note, sizeof(note),
+                     "job %ju: rank %u (%s): eddy-shell did not say hello "
+                     "within %d s",
+                     (uintmax_t)j->id, broker_rank(ctx->b),
+                     broker_hostname(ctx->b), JOB_EXEC_HELLO_TIMEOUT_MS / 1000);
         start_exception(j, ETIMEDOUT, note);
     } else if (j->term_signal || j->exit_status != 0 || !all_reported) {
         if (j->term_signal)
@@ -263,6 +415,9 @@ static void job_finish(struct job *j)
         start_exception(j, j->term_signal ? EINTR : EIO, note);
         broker_log(ctx->b, LOG_LEVEL_WARNING, "job-exec: %s", note);
     }
+    /* the last task is gone with the shell: so goes the tmpdir, before
+     * rank 0 hears of the end */
+    tmpdir_release(j, ctx->b);
     if (broker_respond(j->start, NULL, NULL, 0, MSG_FLAG_EOS) < 0)
         broker_log(ctx->b, LOG_LEVEL_ERR,
                    "job-exec: job %ju: cannot end start stream: %s",
@@ -275,6 +430,8 @@ static void job_finish(struct job *j)
         broker_req_decref(j->hello);
         j->hello = NULL;
     }
+    broker_req_decref(j->hello_wait);
+    j->hello_wait = NULL;
     pending_fail(j, EPIPE, "eddy-shell exited");
     job_close(j);
     shutdown_release_check(ctx);
@@ -315,13 +472,21 @@ static int hello_send(struct job *j, json_t *o, const void *data, size_t len)
 /* Deliver 'signum' to the tasks of 'ranks' (NULL: all): through the shell
  * when it is connected; before its hello, queued for it (and SIGKILL also
  * kills the shell at once); after it went away, straight to the task
- * process groups it reported. */
+ * process groups it reported.  Before rank 0 said go, the shell has
+ * forked nothing: SIGTERM or SIGKILL to all (a job failing or cancelled
+ * while it starts) ends the shell at once. */
 static int job_signal(struct job *j, int signum, const char *ranks)
 {
     json_t *o;
 
     if (j->exited)
         return 0;
+    if (!j->go && !j->hello_seen && !ranks &&
+        (signum == SIGTERM || signum == SIGKILL)) {
+        j->killed_before_go = true;
+        kill_shell(j, SIGKILL);
+        return 0;
+    }
     o = ranks ? json_pack("{s:s s:i s:s}", "type", "kill", "signum", signum,
                           "ranks", ranks)
               : json_pack("{s:s s:i}", "type", "kill", "signum", signum);
@@ -433,8 +598,9 @@ static void env_free(char **env)
     }
 }
 
-/* The broker's environment plus EDDY_URI and EDDY_BROKER_RANK. */
-static char **shell_env(broker_t *b)
+/* The broker's environment plus EDDY_URI, EDDY_BROKER_RANK and
+ * EDDY_JOB_TMPDIR (which the shell passes on to the tasks). */
+static char **shell_env(broker_t *b, const char *tmpdir)
 {
     size_t n = 0, i;
     char **env;
@@ -442,14 +608,15 @@ static char **shell_env(broker_t *b)
 
     while (environ[n])
         n++;
-    if (!(env = calloc(n + 3, sizeof(*env))))
+    if (!(env = calloc(n + 4, sizeof(*env))))
         return NULL;
     for (i = 0; i < n; i++)
         if (!(env[i] = strdup(environ[i])))
             goto error;
     snprintf(rank, sizeof(rank), "%u", broker_rank(b));
     if (env_put(env, "EDDY_URI", broker_local_uri(b)) < 0 ||
-        env_put(env, "EDDY_BROKER_RANK", rank) < 0)
+        env_put(env, "EDDY_BROKER_RANK", rank) < 0 ||
+        env_put(env, "EDDY_JOB_TMPDIR", tmpdir) < 0)
         goto error;
     return env;
 error:
@@ -471,7 +638,7 @@ static int shell_spawn(struct job *j)
     int rc;
 
     snprintf(jobarg, sizeof(jobarg), "--jobid=%ju", (uintmax_t)j->id);
-    if (!(env = shell_env(ctx->b)))
+    if (!(env = shell_env(ctx->b, j->tmpdir)))
         return -1;
     /* no stdin; diagnostics go where the broker's own go */
     stdio[0].flags = UV_IGNORE;
@@ -530,6 +697,19 @@ static void start_cancel(struct jexec_ctx *ctx, broker_req_t *req)
             job_kill_hard(j);
         }
     }
+}
+
+/* Nothing could be spawned: one exception for every task rank, and the
+ * end of the start stream. */
+static void job_start_failed(struct job *j, int errnum, const char *note)
+{
+    j->exited = true;
+    start_exception(j, errnum, note);
+    /* every rank is accounted for: no second exception at the end */
+    for (uint32_t r = idset_first(j->js->tasks); r != IDSET_INVALID;
+         r = idset_next(j->js->tasks, r))
+        (void)idset_set(j->reported, r);
+    job_finish(j);
 }
 
 static void start_handler(broker_req_t *req, void *arg)
@@ -593,6 +773,19 @@ static void start_handler(broker_req_t *req, void *arg)
     uv_timer_init(broker_loop(ctx->b), &j->timer);
     j->timer.data = j;
     j->handles++;
+    if (tmpdir_create(j, &err) < 0) {
+        errnum = errno;
+        snprintf(note, sizeof(note), "job %ju: rank %u (%s): %s",
+                 (uintmax_t)j->id, broker_rank(ctx->b), broker_hostname(ctx->b),
+                 err.text);
+        broker_log(ctx->b, LOG_LEVEL_WARNING, "job-exec: %s", note);
+        job_start_failed(j, errnum, note); /* proc was never initialized */
+        return;
+    }
+    start_respond(
+        j, json_pack("{s:s s:s}", "type", "tmpdir", "path", j->tmpdir), 0);
+    /* alone, this node has nothing to wait for */
+    j->go = j->js->nnodes <= 1;
     if (shell_spawn(j) < 0) {
         errnum = errno;
         snprintf(note, sizeof(note),
@@ -600,13 +793,7 @@ static void start_handler(broker_req_t *req, void *arg)
                  (uintmax_t)j->id, broker_rank(ctx->b), broker_hostname(ctx->b),
                  ctx->shell_path, strerror(errnum));
         broker_log(ctx->b, LOG_LEVEL_ERR, "job-exec: %s", note);
-        j->exited = true;
-        start_exception(j, errnum, note);
-        /* every rank is accounted for: no second exception at the end */
-        for (uint32_t r = idset_first(j->js->tasks); r != IDSET_INVALID;
-             r = idset_next(j->js->tasks, r))
-            (void)idset_set(j->reported, r);
-        job_finish(j);
+        job_start_failed(j, errnum, note);
         return;
     }
     uv_timer_start(&j->timer, on_timer, JOB_EXEC_HELLO_TIMEOUT_MS, 0);
@@ -800,6 +987,11 @@ static void release_handler(broker_req_t *req, void *arg)
 static void hello_cancel(struct jexec_ctx *ctx, broker_req_t *req)
 {
     for (struct job *j = ctx->jobs; j; j = j->next) {
+        if (j->hello_wait && broker_req_same(j->hello_wait, req)) {
+            (void)broker_respond(j->hello_wait, NULL, NULL, 0, MSG_FLAG_EOS);
+            broker_req_decref(j->hello_wait);
+            j->hello_wait = NULL;
+        }
         if (j->hello && broker_req_same(j->hello, req)) {
             (void)broker_respond(j->hello, NULL, NULL, 0, MSG_FLAG_EOS);
             broker_req_decref(j->hello);
@@ -808,44 +1000,19 @@ static void hello_cancel(struct jexec_ctx *ctx, broker_req_t *req)
     }
 }
 
-static void hello_handler(broker_req_t *req, void *arg)
+/* Answer the shell's hello with the JOBSLICE (it forks its tasks then),
+ * and send it what came before, in order. */
+static void hello_accept(struct job *j, broker_req_t *req)
 {
-    struct jexec_ctx *ctx = arg;
-    struct job *j;
+    struct jexec_ctx *ctx = j->ctx;
     struct pending *p;
     json_t *o;
-    uint64_t id;
     size_t i;
 
-    if (broker_req_is_cancel(req)) {
-        hello_cancel(ctx, req);
-        return;
-    }
-    if (!broker_req_is_streaming(req)) {
-        broker_respond_error(req, EPROTO,
-                             "job-exec.shell-hello: must be streaming");
-        return;
-    }
-    if (get_id(req_body(req), &id) < 0) {
-        broker_respond_error(req, EINVAL,
-                             "job-exec.shell-hello: 'id' must be a job ID");
-        return;
-    }
-    if (!(j = job_lookup(ctx, id)) || j->exited) {
-        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
-                             (uintmax_t)id, broker_rank(ctx->b));
-        return;
-    }
-    if (j->hello_seen) {
-        broker_respond_error(req, EEXIST,
-                             "job %ju: rank %u: its shell already said hello",
-                             (uintmax_t)id, broker_rank(ctx->b));
-        return;
-    }
     if (broker_respond(req, json_incref(j->slice), NULL, 0, 0) < 0) {
         broker_log(ctx->b, LOG_LEVEL_ERR,
-                   "job-exec: job %ju: cannot answer hello: %s", (uintmax_t)id,
-                   strerror(errno));
+                   "job-exec: job %ju: cannot answer hello: %s",
+                   (uintmax_t)j->id, strerror(errno));
         return;
     }
     j->hello_seen = true;
@@ -868,6 +1035,78 @@ static void hello_handler(broker_req_t *req, void *arg)
     j->stdin_n = 0;
     if (ctx->shutting_down)
         (void)job_signal(j, SIGTERM, NULL);
+}
+
+/* The shell is up: answered at once if rank 0 said go already, else kept
+ * until it does (the hello timer still runs). */
+static void hello_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    struct job *j;
+    uint64_t id;
+
+    if (broker_req_is_cancel(req)) {
+        hello_cancel(ctx, req);
+        return;
+    }
+    if (!broker_req_is_streaming(req)) {
+        broker_respond_error(req, EPROTO,
+                             "job-exec.shell-hello: must be streaming");
+        return;
+    }
+    if (get_id(req_body(req), &id) < 0) {
+        broker_respond_error(req, EINVAL,
+                             "job-exec.shell-hello: 'id' must be a job ID");
+        return;
+    }
+    if (!(j = job_lookup(ctx, id)) || j->exited) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (j->hello_seen || j->hello_wait) {
+        broker_respond_error(req, EEXIST,
+                             "job %ju: rank %u: its shell already said hello",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (!j->go) {
+        j->hello_wait = broker_req_incref(req);
+        j->hello_held = true;
+        return;
+    }
+    hello_accept(j, req);
+}
+
+/* job-exec.go {"id"}: every node of the job has its tmpdir, the tasks may
+ * be forked. */
+static void go_handler(broker_req_t *req, void *arg)
+{
+    struct jexec_ctx *ctx = arg;
+    broker_req_t *hello;
+    struct job *j;
+    uint64_t id;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (get_id(req_body(req), &id) < 0) {
+        broker_respond_error(req, EINVAL, "job-exec.go: 'id' must be a job ID");
+        return;
+    }
+    if (!(j = job_lookup(ctx, id)) || j->exited || j->killed_before_go) {
+        broker_respond_error(req, ESRCH, "job %ju: not running on rank %u",
+                             (uintmax_t)id, broker_rank(ctx->b));
+        return;
+    }
+    if (!j->go) {
+        j->go = true;
+        if ((hello = j->hello_wait)) {
+            j->hello_wait = NULL;
+            hello_accept(j, hello);
+            broker_req_decref(hello);
+        }
+    }
+    broker_respond(req, json_object(), NULL, 0, 0);
 }
 
 /* Check the event fields rank 0 relies on; NULL if fine, else why. */
@@ -1067,6 +1306,10 @@ static void jexec_disconnect(void *arg, uint64_t origin)
             broker_req_decref(j->hello);
             j->hello = NULL;
         }
+        if (j->hello_wait && broker_req_origin(j->hello_wait) == origin) {
+            broker_req_decref(j->hello_wait);
+            j->hello_wait = NULL;
+        }
         if (j->start && broker_req_origin(j->start) == origin) {
             broker_log(ctx->b, LOG_LEVEL_WARNING,
                        "job-exec: job %ju: rank 0 link gone: killing",
@@ -1090,6 +1333,8 @@ static void jexec_shutdown(void *arg)
     for (struct job *j = ctx->jobs; j; j = j->next) {
         if (j->finished || j->exited)
             continue;
+        if (!j->go && !j->hello_seen)
+            j->killed_before_go = true; /* nothing forked to report */
         kill_shell(j, SIGTERM);
         uv_timer_stop(&j->timer);
         uv_timer_start(&j->timer, on_timer, JOB_EXEC_KILL_GRACE_MS, 0);
@@ -1121,6 +1366,7 @@ static void jexec_destroy(void *arg)
             kill_shell(j, SIGKILL);
         }
         pending_fail(j, ECANCELED, "broker exiting");
+        tmpdir_release(j, ctx->b);
         j->finished = true;
         j->ctx = NULL;
         j->prev = j->next = NULL;
@@ -1128,6 +1374,8 @@ static void jexec_destroy(void *arg)
         j->start = NULL;
         broker_req_decref(j->hello);
         j->hello = NULL;
+        broker_req_decref(j->hello_wait);
+        j->hello_wait = NULL;
         job_close(j);
     }
     free(ctx);
@@ -1139,6 +1387,7 @@ static const struct service_handler jexec_handlers[] = {
     {"job-exec.kill", kill_handler},
     {"job-exec.stdin", stdin_handler},
     {"job-exec.release", release_handler},
+    {"job-exec.go", go_handler},
     {"job-exec.shell-hello", hello_handler},
     {"job-exec.shell-event", event_handler},
     {NULL, NULL},

@@ -12,6 +12,10 @@
  *  2. A scheduler pass (deferred to the loop, after any change) allocates
  *     from the head of the queue: event "alloc" with R, then one
  *     streaming job-exec.start per allocated broker with its JOBSLICE.
+ *     Each broker first reports the job's tmpdir on its node ("tmpdir");
+ *     once every one has, job-exec.go lets their shells fork the tasks,
+ *     so a node that cannot make its tmpdir fails the job before any task
+ *     exists (job.tmpdir answers the paths from then on).
  *  3. "start" once every broker reported "started" (with a startup
  *     barrier, jobspec shell option "stop": "barrier-held" once every
  *     shell reported "held", "barrier-release" on job.release, which is
@@ -82,6 +86,7 @@ struct job_node {
     uint32_t first_task;
     uint32_t ntasks;
     broker_rpc_t *rpc; /* job-exec.start */
+    char *tmpdir;      /* its "tmpdir" report, until it ended */
     bool started;
     bool held; /* its shell reported "held" */
     bool ended;
@@ -118,7 +123,8 @@ struct job {
     uint32_t ntasks;
     uint32_t nstarted;
     uint32_t nended;
-    int kill_stage; /* 0 none, 1 SIGTERM sent, 2 SIGKILL sent, 3 gave up */
+    uint32_t ntmpdirs; /* nodes that reported their tmpdir */
+    int kill_stage;    /* 0 none, 1 SIGTERM sent, 2 SIGKILL sent, 3 gave up */
     uv_timer_t *kill_timer;
     uv_timer_t *limit_timer; /* jobspec duration, from alloc */
     struct held *waiters;
@@ -365,8 +371,10 @@ static void job_destroy(struct job *job)
         return;
     held_free_all(&job->waiters);
     held_free_all(&job->followers);
-    for (uint32_t i = 0; i < job->nnodes; i++)
+    for (uint32_t i = 0; i < job->nnodes; i++) {
         broker_rpc_destroy(job->nodes[i].rpc);
+        free(job->nodes[i].tmpdir);
+    }
     if (job->kill_timer)
         uv_close((uv_handle_t *)job->kill_timer, (uv_close_cb)free);
     if (job->limit_timer)
@@ -555,6 +563,8 @@ static void node_ended(struct job_node *n)
         return;
     n->ended = true;
     job->nended++;
+    free(n->tmpdir); /* removed there by now */
+    n->tmpdir = NULL;
     for (uint32_t t = n->first_task; t < n->first_task + n->ntasks; t++) {
         if (job->tasks[t].status < 0 && !job->fatal) {
             job_fatal(job, "exec",
@@ -860,6 +870,48 @@ static void exec_exception(struct job_node *n, json_t *body)
                   n->rank, errnum ? strerror((int)errnum) : "cannot start");
 }
 
+/* Every node has its tmpdir: let the shells fork the tasks.  An answer
+ * can only be an error that the start stream reports too (the job ended
+ * there), so answers are only logged. */
+static void job_go(struct job *job)
+{
+    struct fanout *f;
+
+    if (!(f = fanout_create(job->jm, NULL, job->id, job->nnodes))) {
+        job_fatal(job, "exec", "cannot start the tasks: out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        if (job->nodes[i].ended)
+            continue;
+        fanout_send(f, "job-exec.go", job->nodes[i].rank,
+                    json_pack("{s:I}", "id", (json_int_t)job->id), NULL, 0);
+    }
+    fanout_sent(f);
+}
+
+/* A broker made the job's tmpdir on its node (before spawning the shell,
+ * which waits for job-exec.go). */
+static void exec_tmpdir(struct job_node *n, json_t *body)
+{
+    struct job *job = n->job;
+    const char *path = NULL;
+
+    if (n->tmpdir)
+        return;
+    if (json_unpack(body, "{s:s}", "path", &path) < 0 || path[0] != '/') {
+        job_fatal(job, "exec", "rank %u: malformed tmpdir report", n->rank);
+        return;
+    }
+    if (!(n->tmpdir = strdup(path))) {
+        job_fatal(job, "exec", "rank %u: tmpdir: out of memory", n->rank);
+        return;
+    }
+    /* a job on one node does not wait for others: it went already */
+    if (++job->ntmpdirs == job->nnodes && job->nnodes > 1 && !job->fatal)
+        job_go(job);
+}
+
 /* A shell's tasks are all at the startup barrier; once every shell's
  * are, the job is held ("barrier-held"). */
 static void exec_held(struct job_node *n, json_t *body)
@@ -918,7 +970,9 @@ static void exec_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
         return;
     }
     if (msg->body && json_unpack(msg->body, "{s:s}", "type", &type) == 0) {
-        if (!strcmp(type, "started"))
+        if (!strcmp(type, "tmpdir"))
+            exec_tmpdir(n, msg->body);
+        else if (!strcmp(type, "started"))
             exec_started(n, msg->body);
         else if (!strcmp(type, "exit"))
             exec_exit(n, msg->body);
@@ -1596,13 +1650,76 @@ static void release_req(broker_req_t *req, void *ctx)
     fanout_sent(f);
 }
 
+/* job.tmpdir {"id"}: where the job's tmpdir is on each of its nodes, and
+ * which node each task rank runs on (as ranges, so that the answer grows
+ * with the nodes, not with the tasks): from the moment every node made
+ * its tmpdir until the job begins to end. */
+static void tmpdir_req(broker_req_t *req, void *ctx)
+{
+    struct job_manager *jm = ctx;
+    struct job *job;
+    json_t *o = NULL, *nodes = NULL, *tasks = NULL;
+
+    if (broker_req_is_cancel(req) || !(job = req_job(jm, req)))
+        return;
+    if (job->state == JOBSTATE_INACTIVE || job->state == JOBSTATE_CLEANUP ||
+        job->fatal || job->nended > 0) {
+        broker_respond_error(req, ESRCH,
+                             "job %" PRIu64 " has ended or is ending (state "
+                             "%s): its tmpdirs are removed",
+                             job->id, jobstate_str(job->state));
+        return;
+    }
+    if (job->state != JOBSTATE_RUN || job->ntmpdirs < job->nnodes) {
+        broker_respond_error(req, EAGAIN,
+                             "job %" PRIu64 " has not started yet (state %s):"
+                             " its tmpdirs do not exist yet",
+                             job->id, jobstate_str(job->state));
+        return;
+    }
+    if (!(nodes = json_array()) || !(tasks = json_array()))
+        goto nomem;
+    for (uint32_t i = 0; i < job->nnodes; i++) {
+        const struct job_node *n = &job->nodes[i];
+        const char *host = jm->hostnames[n->rank];
+        if (json_array_append_new(nodes, json_pack("{s:I s:s s:s}", "rank",
+                                                   (json_int_t)n->rank,
+                                                   "hostname", host ? host : "",
+                                                   "path", n->tmpdir)) < 0)
+            goto nomem;
+    }
+    /* runs of consecutive task ranks on one node: [first, count, node] */
+    for (uint32_t t = 0; t < job->ntasks;) {
+        uint32_t node = job->tasks[t].node, first = t;
+        while (t < job->ntasks && job->tasks[t].node == node)
+            t++;
+        if (json_array_append_new(tasks, json_pack("[I I I]", (json_int_t)first,
+                                                   (json_int_t)(t - first),
+                                                   (json_int_t)node)) < 0)
+            goto nomem;
+    }
+    if (!(o = json_pack("{s:I s:I s:o s:o}", "id", (json_int_t)job->id,
+                        "ntasks", (json_int_t)job->ntasks, "nodes", nodes,
+                        "tasks", tasks)))
+        goto nomem_packed;
+    broker_respond(req, o, NULL, 0, 0);
+    return;
+nomem:
+    json_decref(nodes);
+    json_decref(tasks);
+nomem_packed:
+    broker_respond_error(req, ENOMEM, "job %" PRIu64 ": out of memory",
+                         job->id);
+}
+
 /* --- the proctable (called by proctable.c) ------------------------------- */
 
-int job_manager_proctable_ranks(struct job_manager *jm,
-                                uint64_t id,
-                                char **ranks,
-                                uint32_t *ntasks,
-                                eddy_error_t *err)
+int job_manager_job_ranks(struct job_manager *jm,
+                          uint64_t id,
+                          enum job_ranks_need need,
+                          char **ranks,
+                          uint32_t *ntasks,
+                          eddy_error_t *err)
 {
     struct job *job;
     idset_t *set = NULL;
@@ -1613,17 +1730,29 @@ int job_manager_proctable_ranks(struct job_manager *jm,
         return errprintf(err, "job %" PRIu64 ": no such job", id);
     }
     if (job->state == JOBSTATE_INACTIVE || job->state == JOBSTATE_CLEANUP ||
-        job->fatal || job->nended > 0) {
+        job->fatal) {
         errno = ESRCH;
         return errprintf(err,
                          "job %" PRIu64 " has ended or is ending (state %s)",
                          id, jobstate_str(job->state));
     }
-    if (job->state != JOBSTATE_RUN || job->nstarted < job->nnodes) {
+    if (job->nended > 0) {
+        errno = ESRCH;
+        return errprintf(err,
+                         "job %" PRIu64 " is ending: its tasks on %u of its "
+                         "%u nodes have exited",
+                         id, job->nended, job->nnodes);
+    }
+    if (job->state != JOBSTATE_RUN ||
+        (need == JOB_RANKS_STARTED ? job->nstarted : job->ntmpdirs) <
+            job->nnodes) {
         errno = EAGAIN;
         return errprintf(err,
-                         "job %" PRIu64 ": its tasks have not all started "
-                         "(state %s)",
+                         need == JOB_RANKS_STARTED
+                             ? "job %" PRIu64 ": its tasks have not all "
+                               "started (state %s)"
+                             : "job %" PRIu64 ": its tmpdirs do not all "
+                               "exist yet (state %s)",
                          id, jobstate_str(job->state));
     }
     if (!(set = idset_create()))
@@ -1819,15 +1948,11 @@ static int jm_init(broker_t *b, void **ctx)
 }
 
 static const struct service_handler handlers[] = {
-    {"job.submit", submit},
-    {"job.list", list},
-    {"job.info", info},
-    {"job.eventlog", eventlog_req},
-    {"job.wait", wait_req},
-    {"job.kill", kill_req},
-    {"job.cancel", cancel_req},
-    {"job.release", release_req},
-    {NULL, NULL},
+    {"job.submit", submit},     {"job.list", list},
+    {"job.info", info},         {"job.eventlog", eventlog_req},
+    {"job.wait", wait_req},     {"job.kill", kill_req},
+    {"job.cancel", cancel_req}, {"job.release", release_req},
+    {"job.tmpdir", tmpdir_req}, {NULL, NULL},
 };
 
 const struct service_def job_service = {

@@ -227,8 +227,8 @@ static void get_handler(broker_req_t *req, void *arg)
                              "proctable.get: expected {\"id\": job id}");
         return;
     }
-    if (job_manager_proctable_ranks(broker_service_ctx(ctx->b, "job"),
-                                    (uint64_t)id, &ranks, &ntasks, &err) < 0) {
+    if (job_manager_job_ranks(broker_service_ctx(ctx->b, "job"), (uint64_t)id,
+                              JOB_RANKS_STARTED, &ranks, &ntasks, &err) < 0) {
         broker_respond_error(req, errno, "%s", err.text);
         return;
     }

@@ -186,4 +186,10 @@ bool broker_rank_lost(broker_t *b, uint32_t rank);
 uint64_t broker_job_output_cap(const broker_t *b);
 double broker_job_kill_grace(const broker_t *b);
 
+/* The directory job tmpdirs are made in (eddy-broker --tmpdir-base, an
+ * absolute path) and the instance's run directory, whose name job-exec
+ * puts in each tmpdir's name. */
+const char *broker_tmpdir_base(const broker_t *b);
+const char *broker_rundir(const broker_t *b);
+
 #endif /* !EDDY_BROKER_SERVICE_H */

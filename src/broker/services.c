@@ -12,9 +12,12 @@ extern const struct service_def job_service;
 extern const struct service_def job_io_service;
 extern const struct service_def kvs_service;
 extern const struct service_def proctable_service;
+extern const struct service_def bcast_service;
 
 const struct service_def *const broker_services[] = {
-    &broker_service,   &overlay_service,   &exec_service,
-    &job_exec_service, &job_service,       &job_io_service,
-    &kvs_service,      &proctable_service, NULL,
+    &broker_service, &overlay_service,
+    &exec_service,   &job_exec_service,
+    &job_service,    &job_io_service,
+    &kvs_service,    &proctable_service,
+    &bcast_service,  NULL,
 };

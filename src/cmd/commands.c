@@ -3,6 +3,7 @@
 
 #include "cmd.h"
 
+extern const struct cmd cmd_bcast;
 extern const struct cmd cmd_dmesg;
 extern const struct cmd cmd_exec;
 extern const struct cmd cmd_help;
@@ -18,9 +19,9 @@ extern const struct cmd cmd_uri;
 extern const struct cmd cmd_version;
 
 const struct cmd *const eddy_commands[] = {
-    &cmd_start,    &cmd_run,     &cmd_submit,  &cmd_jobs,  &cmd_job,
-    &cmd_exec,     &cmd_ping,    &cmd_overlay, &cmd_dmesg, &cmd_uri,
-    &cmd_shutdown, &cmd_version, &cmd_help,    NULL,
+    &cmd_start, &cmd_run,      &cmd_submit,  &cmd_jobs,    &cmd_job,
+    &cmd_bcast, &cmd_exec,     &cmd_ping,    &cmd_overlay, &cmd_dmesg,
+    &cmd_uri,   &cmd_shutdown, &cmd_version, &cmd_help,    NULL,
 };
 
 const struct cmd *cmd_lookup(const char *name)

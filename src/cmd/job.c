@@ -1,5 +1,6 @@
 /* eddy job - look at and control one job: info, attach, wait, kill,
- * cancel, release, eventlog, proctable (nested subcommands from one table). */
+ * cancel, release, eventlog, proctable, tmpdir (nested subcommands from
+ * one table). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "eddy/mpir.h"
+#include "eddy/tmpdir.h"
 #include "cmd.h"
 #include "jobopts.h"
 #include "mpir.h"
@@ -20,6 +22,7 @@ static const char *const usage_text =
     "Usage: eddy job info ID [--json]\n"
     "       eddy job attach [-l] [-n] [--debug] ID\n"
     "       eddy job proctable ID [--json]\n"
+    "       eddy job tmpdir ID [--json]\n"
     "       eddy job wait ID\n"
     "       eddy job kill [-s SIGNAL] [--ranks=IDSET] ID\n"
     "       eddy job cancel ID\n"
@@ -41,6 +44,10 @@ static const char *const usage_text =
     "proctable: per task rank: node, hostname, pid, appnum and executable,\n"
     "  gathered from the nodes (the table MPIR debuggers read); an error\n"
     "  until every task started (or is held at a startup barrier).\n"
+    "tmpdir: per task rank: node, hostname and the path of the job's\n"
+    "  private directory on that node (EDDY_JOB_TMPDIR of the task); the\n"
+    "  directories exist from just before the tasks start (also while the\n"
+    "  job is held) until its last task on the node ended.\n"
     "wait: wait until the job is finished; exit status: the job's (the\n"
     "  largest task exit code, 128+N for signal N; 1 if it never ran).\n"
     "kill: send SIGNAL (name or number, default TERM) to the job's tasks\n"
@@ -432,6 +439,39 @@ static int job_proctable(int argc, char **argv)
     return 0;
 }
 
+/* --- tmpdir ------------------------------------------------------------- */
+
+static int job_tmpdir(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json_out = false;
+    eddy_jobid_t id =
+        parse_args("job tmpdir", argc, argv, "jh", opts, info_opt, &json_out);
+    eddy_t *h = cmd_open("job tmpdir");
+    eddy_future_t *f;
+    eddy_tmpdirs_t *t;
+    struct eddy_tmpdir d;
+
+    if (!(f = eddy_job_tmpdir(h, id)) || !(t = eddy_job_tmpdir_get(f)))
+        jobid_die("job tmpdir", id, f);
+    if (json_out) {
+        printf("%s\n", eddy_tmpdirs_json(t));
+    } else {
+        printf("%-6s %-6s %-16s %s\n", "RANK", "NODE", "HOSTNAME", "PATH");
+        for (uint32_t r = 0; eddy_tmpdirs_task(t, r, &d) == 0; r++)
+            printf("%-6" PRIu32 " %-6" PRIu32 " %-16s %s\n", r, d.node,
+                   d.hostname, d.path);
+    }
+    eddy_tmpdirs_destroy(t);
+    eddy_future_destroy(f);
+    eddy_close(h);
+    return 0;
+}
+
 /* --- eventlog ----------------------------------------------------------- */
 
 struct evopts {
@@ -514,6 +554,7 @@ static const struct {
     {"wait", job_wait},         {"kill", job_kill},
     {"cancel", job_cancel},     {"release", job_release},
     {"eventlog", job_eventlog}, {"proctable", job_proctable},
+    {"tmpdir", job_tmpdir},
 };
 
 static int job_run(int argc, char **argv)

@@ -52,6 +52,9 @@ static const char *const usage_text =
     "      --rundir=DIR      run directory (default: a new one in $TMPDIR)\n"
     "      --cores-per-rank=N  offer N cores per broker to jobs (default:\n"
     "                        the cores this process may run on)\n"
+    "      --tmpdir-base=DIR make each job's private directory on a node\n"
+    "                        (EDDY_JOB_TMPDIR) in DIR (default $TMPDIR,\n"
+    "                        else /tmp)\n"
     "  -o, --broker-opt=OPT  pass OPT to every broker (repeatable),\n"
     "                        e.g. -o --heartbeat=0.5\n"
     "      --wrap=ARGS       run each broker under ARGS (comma separated),\n"
@@ -80,6 +83,7 @@ struct start {
     unsigned long cores; /* --cores-per-rank, 0: brokers detect */
     const char *hosts;
     const char *keyfile;
+    char *tmpdir_base; /* absolute */
     char *rundir;
     bool own_rundir; /* we made it, so we remove it */
     const char *broker_opts[MAX_BROKER_OPTS];
@@ -250,7 +254,7 @@ static pid_t spawn_broker(struct start *st,
     char *argv[MAX_WRAP_ARGS + MAX_BROKER_OPTS + 16];
     char a_rank[32], a_size[32], a_fanout[32], a_rundir[PATH_MAX + 16];
     char a_parent[64], a_key[PATH_MAX + 16], a_hosts[PATH_MAX + 16];
-    char a_cores[32];
+    char a_cores[32], a_tmpdir[PATH_MAX + 32];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int ac = 0;
@@ -290,6 +294,8 @@ static pid_t spawn_broker(struct start *st,
         snprintf(a_cores, sizeof(a_cores), "--cores=%lu", st->cores);
         argv[ac++] = a_cores;
     }
+    snprintf(a_tmpdir, sizeof(a_tmpdir), "--tmpdir-base=%s", st->tmpdir_base);
+    argv[ac++] = a_tmpdir;
     for (int i = 0; i < st->nbroker_opts; i++)
         argv[ac++] = (char *)st->broker_opts[i];
     argv[ac] = NULL;
@@ -593,6 +599,28 @@ static void parse_wrap(struct start *st, const char *arg)
     }
 }
 
+/* The brokers take an absolute path: a relative one is relative to where
+ * we run.  The directory is not checked here: each broker reports what
+ * does not work there when a job needs it. */
+static void set_tmpdir_base(struct start *st, const char *dir)
+{
+    char cwd[PATH_MAX];
+
+    if (!*dir)
+        cmd_die("start", "--tmpdir-base: empty path");
+    free(st->tmpdir_base);
+    if (dir[0] == '/')
+        st->tmpdir_base = strdup(dir);
+    else if (!getcwd(cwd, sizeof(cwd)))
+        cmd_die("start", "--tmpdir-base=%s: getcwd: %s", dir, strerror(errno));
+    else if (asprintf(&st->tmpdir_base, "%s/%s", cwd, dir) < 0)
+        st->tmpdir_base = NULL;
+    if (!st->tmpdir_base)
+        cmd_die("start", "out of memory");
+    if (strlen(st->tmpdir_base) >= PATH_MAX)
+        cmd_die("start", "--tmpdir-base: path too long");
+}
+
 static void parse_args(struct start *st, int argc, char **argv)
 {
     enum {
@@ -603,7 +631,8 @@ static void parse_args(struct start *st, int argc, char **argv)
         OPT_RUNDIR,
         OPT_WRAP,
         OPT_TIMEOUT,
-        OPT_CORES
+        OPT_CORES,
+        OPT_TMPDIR_BASE
     };
     static const struct option opts[] = {
         {"test-size", required_argument, NULL, 's'},
@@ -617,6 +646,7 @@ static void parse_args(struct start *st, int argc, char **argv)
         {"wrap", required_argument, NULL, OPT_WRAP},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"cores-per-rank", required_argument, NULL, OPT_CORES},
+        {"tmpdir-base", required_argument, NULL, OPT_TMPDIR_BASE},
         {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
@@ -671,6 +701,9 @@ static void parse_args(struct start *st, int argc, char **argv)
         case OPT_CORES:
             st->cores = parse_ulong("cores per rank", optarg, 1, 1u << 16);
             break;
+        case OPT_TMPDIR_BASE:
+            set_tmpdir_base(st, optarg);
+            break;
         default:
             fputs(usage_text, stderr);
             exit(1);
@@ -687,6 +720,10 @@ static void parse_args(struct start *st, int argc, char **argv)
                          "host; make one with --write-key=FILE)");
     if (st->keyfile && access(st->keyfile, R_OK) < 0)
         cmd_die("start", "key file %s: %s", st->keyfile, strerror(errno));
+    if (!st->tmpdir_base) {
+        const char *tmp = getenv("TMPDIR");
+        set_tmpdir_base(st, tmp && tmp[0] == '/' ? tmp : "/tmp");
+    }
 }
 
 static int start_run(int argc, char **argv)
@@ -793,6 +830,7 @@ static int start_run(int argc, char **argv)
         free(st.rundir);
     free(st.procs);
     free(st.wrapbuf);
+    free(st.tmpdir_base);
     if (WIFEXITED(status))
         rc = WEXITSTATUS(status);
     else if (WIFSIGNALED(status))

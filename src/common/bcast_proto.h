@@ -43,8 +43,12 @@ enum {
     BCAST_F_PRESERVE = 0x1,  /* sink: keep the source's mode and mtime */
     BCAST_F_OVERWRITE = 0x2, /* sink: replace an existing destination */
     BCAST_F_COMPRESS = 0x4,  /* source: zstd each chunk independently */
+    BCAST_F_ARCHIVE = 0x8,   /* the file is an archive of a tree
+                                (src/common/bcast_tree.h) to extract as the
+                                destination directory */
 };
-#define BCAST_F_ALL (BCAST_F_PRESERVE | BCAST_F_OVERWRITE | BCAST_F_COMPRESS)
+#define BCAST_F_ALL                                                            \
+    (BCAST_F_PRESERVE | BCAST_F_OVERWRITE | BCAST_F_COMPRESS | BCAST_F_ARCHIVE)
 
 /* Size of the canonical XXH3-128 digest. */
 #define BCAST_HASH_SIZE 16

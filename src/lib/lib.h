@@ -203,6 +203,18 @@ LIB_INTERNAL int fut_wait(eddy_future_t *f, double timeout);
 /* Run the continuations of every future queued so far (async callback). */
 LIB_INTERNAL void fut_run_pending(eddy_t *h);
 
+/* rpc.c */
+
+/* eddy_rpc() with a body already built: 'body' (may be NULL) is stolen,
+ * also on failure; 'data' copied.  Same errors. */
+LIB_INTERNAL eddy_future_t *rpc_send(eddy_t *h,
+                                     const char *topic,
+                                     uint32_t rank,
+                                     int flags,
+                                     json_t *body,
+                                     const void *data,
+                                     size_t len);
+
 /* jobspec_api.c */
 
 /* The jobspec JSON of 'js' with the submit-time defaults applied (caller's

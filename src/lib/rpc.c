@@ -10,13 +10,13 @@
 #include "lib.h"
 
 /* Send a request; 'body' (may be NULL) is stolen, also on failure. */
-static eddy_future_t *rpc_send(eddy_t *h,
-                               const char *topic,
-                               uint32_t rank,
-                               int flags,
-                               json_t *body,
-                               const void *data,
-                               size_t len)
+eddy_future_t *rpc_send(eddy_t *h,
+                        const char *topic,
+                        uint32_t rank,
+                        int flags,
+                        json_t *body,
+                        const void *data,
+                        size_t len)
 {
     eddy_future_t *f = NULL;
     msg_t *msg = NULL;

@@ -23,6 +23,7 @@
 #include "src/common/idset.h"
 #include "src/common/jobslice.h"
 #include "src/common/jobspec.h"
+#include "src/common/rmtree.h"
 #include "src/shell/io.h"
 #include "src/shell/pmi_server.h"
 #include "src/shell/shell.h"
@@ -418,6 +419,10 @@ static void broker_lost(struct shell *sh, const char *why)
             (uintmax_t)sh->id, why);
     sh->lost = true;
     sh->failed = true;
+    /* with the broker gone, only the SIGCHLD watcher keeps the loop up
+     * until the tasks are reaped (check_done() stops it then) */
+    if (sh->signals_on)
+        uv_ref((uv_handle_t *)&sh->sigchld);
     kill_all(sh, SIGKILL);
     for (uint32_t i = 0; i < sh->ntasks; i++)
         if (sh->tasks[i].forked && !sh->tasks[i].exited)
@@ -612,6 +617,7 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
     };
     struct task_spec spec = {0};
     struct task_fdmap fdmap;
+    const char *tmpdir = getenv("EDDY_JOB_TMPDIR");
     char **env;
     char num[3][16];
     int sv[2] = {-1, -1};
@@ -624,6 +630,14 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
     if (!(env = taskenv_create(jobspec_environment(sh->js),
                                (const char *const *)environ, &ids, err)))
         return -1;
+    /* the job's tmpdir on this node: job-exec made it and put it in our
+     * environment; it wins over one in the job's environment (a job
+     * submitted from inside another job) */
+    if (tmpdir && taskenv_set(&env, "EDDY_JOB_TMPDIR", tmpdir) < 0) {
+        errprintf(err, "rank %u: environment: %s", st->rank, strerror(errno));
+        taskenv_destroy(env);
+        return -1;
+    }
     /* PMI-1 over an inherited socket (docs/pmi.md) */
     snprintf(num[0], sizeof(num[0]), "%d", SHELL_PMI_FD);
     snprintf(num[1], sizeof(num[1]), "%u", st->rank);
@@ -837,6 +851,23 @@ int shell_start(struct shell *sh, eddy_error_t *err)
 
 /* --- run ---------------------------------------------------------------- */
 
+/* The job's tmpdir on this node belongs to job-exec, which removes it
+ * once it reaped us.  If our broker went away (killed), nobody will:
+ * the last of the job here removes it.  (Should the broker live on after
+ * all, its own removal finds nothing, which it accepts.) */
+static void orphan_tmpdir(struct shell *sh)
+{
+    const char *tmpdir = getenv("EDDY_JOB_TMPDIR");
+    eddy_error_t err = {{0}};
+
+    if (!tmpdir || !*tmpdir || !sh->lost || !all_reaped(sh))
+        return;
+    if (rmtree(tmpdir, &err) < 0 && errno != ENOENT)
+        fprintf(stderr,
+                "eddy-shell: job %ju: cannot remove the job tmpdir: %s\n",
+                (uintmax_t)sh->id, err.text);
+}
+
 int shell_run(struct shell *sh)
 {
     if (eddy_future_then(sh->hello, -1, on_hello, sh) < 0)
@@ -847,6 +878,7 @@ int shell_run(struct shell *sh)
     if (!sh->lost || !all_reaped(sh))
         uv_run(sh->loop, UV_RUN_DEFAULT);
     sh->running = false;
+    orphan_tmpdir(sh);
     return sh->failed ? 1 : 0;
 }
 

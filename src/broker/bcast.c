@@ -1,0 +1,1009 @@
+/* bcast.c - the "bcast" service of every broker: ship a file to every
+ * node of a job, down the broker tree, pipelined, with bounded memory
+ * (docs/bcast.md).
+ *
+ *   bcast.open    client -> rank 0: {"id", "path", "flags", "nodes"?,
+ *                 "timeout"?} -> {"sid", "nodes"}: a session for job
+ *                 "id" to the job's brokers (or the subset "nodes")
+ *                 parent -> child: {"sid", "id", "path", "flags",
+ *                 "ranks", "timeout"} -> {}
+ *   bcast.chunk   {"sid", "offset", "rawlen", "z"} + payload -> {}: one
+ *                 chunk; the answer is the sender's credit
+ *   bcast.commit  {"sid", "size", "mode", "mtime", "mtime_nsec", "hash"}
+ *                 -> {"ok": idset, "errors": [{"rank", "errnum",
+ *                 "errstr"}]}: the results of this broker's subtree
+ *   bcast.abort   {"sid"}, no response: drop the session everywhere below
+ *
+ * The session spans the part of the tree that leads to the target
+ * brokers: the shape of a kvs fence rooted at rank 0 (src/broker/fence.h).
+ * Each broker writes a chunk to its own node (src/common/bcast_sink.h) as
+ * it arrives and forwards it to each child at once while fewer than
+ * BCAST_WINDOW of that child's chunks are unanswered; it answers its own
+ * sender once the chunk went out to every child.  So each hop has at most
+ * BCAST_WINDOW chunks in flight, a slow node slows its ancestors rather
+ * than filling their memory, and no broker holds more than a few chunks
+ * whatever the file size.  Nothing waits for a whole file anywhere.
+ *
+ * Failures stay local: a node that cannot write (bad path, full disk,
+ * checksum mismatch) reports its error in the results and keeps
+ * forwarding; a lost child fails every target broker of its subtree with
+ * the loss; the others complete.  A session that hears nothing for its
+ * timeout, or whose sender goes away, is aborted: every sink removes its
+ * temp file, so nothing partial remains anywhere.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+#include <jansson.h>
+
+#include "src/broker/broker.h"
+#include "src/broker/fence.h"
+#include "src/broker/job.h"
+#include "src/broker/service.h"
+#include "src/common/bcast_proto.h"
+#include "src/common/bcast_sink.h"
+#include "src/common/bcast_tree.h"
+#include "src/common/errprintf.h"
+#include "src/common/idset.h"
+#include "src/common/log.h"
+#include "src/common/topology.h"
+
+/* Chunks in flight per hop: enough to keep each link busy while the
+ * receiver writes, few enough that a broker's memory stays a few chunks. */
+#define BCAST_WINDOW 4
+
+/* A session that hears nothing for this long (default; the client may
+ * ask for another) is aborted: its client or a broker above died. */
+#define BCAST_TIMEOUT_DEFAULT 30.0
+#define BCAST_TIMEOUT_MAX 3600.0
+
+/* Test hook: the broker whose rank is in this environment variable flips
+ * a byte of the first chunk it writes, so that tests can watch the
+ * checksum catch it. */
+#define BCAST_CORRUPT_ENV "EDDY_TEST_BCAST_CORRUPT_RANK"
+
+struct session;
+
+/* One chunk (or the commit) waiting to go to children: shared by all of
+ * them, answered upstream once every child has it. */
+struct qitem {
+    int refs;     /* children still to send it to */
+    json_t *body; /* what to send */
+    void *data;   /* payload (NULL for the commit) */
+    size_t len;
+    broker_req_t *req; /* the upstream chunk request to answer, or NULL */
+    bool commit;
+};
+
+struct qnode {
+    struct qitem *item;
+    struct qnode *next;
+};
+
+struct child {
+    struct session *s;
+    uint32_t rank;
+    int inflight; /* chunk rpcs not answered yet */
+    struct qnode *q, **qtail;
+    broker_rpc_t *open_rpc;
+    broker_rpc_t *commit_rpc;
+    broker_rpc_t *chunk_rpcs[BCAST_WINDOW];
+    bool failed;
+    bool done; /* its commit answered (or it failed) */
+};
+
+struct session {
+    struct bcast_ctx *ctx;
+    struct session *prev, *next;
+    uint64_t sid;
+    uint64_t id; /* the job */
+    char *path;
+    int flags;
+    char *ranks; /* the target brokers, canonical idset */
+    idset_t *targets;
+    fence_t *f;
+    uint64_t origin;  /* where our requests come from */
+    double timeout;   /* seconds */
+    uv_timer_t timer; /* idle timeout */
+    bool timer_init;
+    bool local;         /* this broker is a target */
+    bcast_sink_t *sink; /* while the local file is being written */
+    char *archive;      /* BCAST_F_ARCHIVE: where the archive lands, beside
+                           the destination, relative like 'path' */
+    char *tmpdir;       /* the job's here, for relative paths */
+    int local_errnum;   /* 0, or why the local file failed */
+    char local_errstr[256];
+    bool corrupted; /* the test hook did its work */
+    struct child *children;
+    uint32_t nchildren;
+    broker_req_t *commit_req; /* answered once every child is done */
+    idset_t *ok;              /* results of the subtree so far */
+    json_t *errors;
+    bool committing;
+};
+
+struct bcast_ctx {
+    broker_t *b;
+    struct session *sessions;
+    uint64_t next_sid;
+    uint32_t corrupt_rank; /* test hook; UINT32_MAX: off */
+};
+
+static void session_destroy(struct session *s);
+
+/* --- queue helpers ------------------------------------------------------ */
+
+static void qitem_decref(struct qitem *it)
+{
+    if (!it || --it->refs > 0)
+        return;
+    if (it->req)
+        broker_respond(it->req, json_object(), NULL, 0, 0);
+    broker_req_decref(it->req);
+    json_decref(it->body);
+    free(it->data);
+    free(it);
+}
+
+static void child_drop_queue(struct child *c)
+{
+    struct qnode *n;
+
+    while ((n = c->q)) {
+        c->q = n->next;
+        qitem_decref(n->item);
+        free(n);
+    }
+    c->qtail = &c->q;
+}
+
+/* --- results ------------------------------------------------------------ */
+
+static void result_error(struct session *s,
+                         uint32_t rank,
+                         int errnum,
+                         const char *errstr)
+{
+    json_t *e = json_pack("{s:I s:i s:s}", "rank", (json_int_t)rank, "errnum",
+                          errnum, "errstr", errstr ? errstr : strerror(errnum));
+    if (!e || json_array_append_new(s->errors, e) < 0)
+        broker_log(s->ctx->b, LOG_LEVEL_ERR,
+                   "bcast %" PRIu64 ": out of memory recording a result",
+                   s->sid);
+}
+
+/* Every target in child 'c''s subtree failed with 'errnum'/'errstr'. */
+static void child_fail(struct child *c, int errnum, const char *errstr)
+{
+    struct session *s = c->s;
+    char text[512];
+
+    if (c->failed)
+        return;
+    c->failed = true;
+    c->done = true;
+    snprintf(text, sizeof(text), "%s", errstr ? errstr : strerror(errnum));
+    for (uint32_t r = idset_first(s->targets); r != IDSET_INVALID;
+         r = idset_next(s->targets, r))
+        if (topo_in_subtree(c->rank, r, s->ctx->b->fanout))
+            result_error(s, r, errnum, text);
+    child_drop_queue(c);
+    broker_log(s->ctx->b, LOG_LEVEL_WARNING, "bcast %" PRIu64 ": rank %u: %s",
+               s->sid, c->rank, text);
+}
+
+/* Answer the commit once the local file and every child are done. */
+static void session_check_done(struct session *s)
+{
+    char *ok;
+
+    if (!s->commit_req || !s->committing)
+        return;
+    for (uint32_t i = 0; i < s->nchildren; i++)
+        if (!s->children[i].done)
+            return;
+    if (!(ok = idset_encode(s->ok))) {
+        broker_respond_error(s->commit_req, ENOMEM, "out of memory");
+    } else {
+        broker_respond(s->commit_req,
+                       json_pack("{s:s s:O}", "ok", ok, "errors", s->errors),
+                       NULL, 0, 0);
+        free(ok);
+    }
+    session_destroy(s);
+}
+
+/* --- sending to children ------------------------------------------------ */
+
+static void child_pump(struct child *c);
+
+static void on_chunk_answer(broker_rpc_t *rpc, const msg_t *msg, void *arg)
+{
+    struct child *c = arg;
+
+    for (int i = 0; i < BCAST_WINDOW; i++) {
+        if (c->chunk_rpcs[i] == rpc) {
+            c->chunk_rpcs[i] = NULL;
+            break;
+        }
+    }
+    broker_rpc_destroy(rpc);
+    c->inflight--;
+    if (msg->errnum) {
+        child_fail(c, (int)msg->errnum, msg_errstr(msg));
+        session_check_done(c->s);
+        return;
+    }
+    child_pump(c);
+}
+
+static void on_commit_answer(broker_rpc_t *rpc, const msg_t *msg, void *arg)
+{
+    struct child *c = arg;
+    struct session *s = c->s;
+    const char *ok = NULL;
+    json_t *errors = NULL, *e;
+    idset_t *set = NULL;
+    size_t i;
+
+    c->commit_rpc = NULL;
+    broker_rpc_destroy(rpc);
+    if (msg->errnum) {
+        child_fail(c, (int)msg->errnum, msg_errstr(msg));
+        session_check_done(s);
+        return;
+    }
+    if (json_unpack(msg->body, "{s:s s:o}", "ok", &ok, "errors", &errors) < 0 ||
+        !json_is_array(errors) || !(set = idset_decode(ok, NULL))) {
+        child_fail(c, EPROTO, "malformed bcast.commit answer");
+        session_check_done(s);
+        return;
+    }
+    for (uint32_t r = idset_first(set); r != IDSET_INVALID;
+         r = idset_next(set, r))
+        if (idset_test(s->targets, r) &&
+            topo_in_subtree(c->rank, r, s->ctx->b->fanout))
+            (void)idset_set(s->ok, r);
+    idset_destroy(set);
+    json_array_foreach(errors, i, e)
+    {
+        if (json_array_append(s->errors, e) < 0)
+            break;
+    }
+    c->done = true;
+    session_check_done(s);
+}
+
+/* Send what the window allows from the child's queue. */
+static void child_pump(struct child *c)
+{
+    struct session *s = c->s;
+    broker_t *b = s->ctx->b;
+    struct qnode *n;
+
+    while (!c->failed && (n = c->q)) {
+        struct qitem *it = n->item;
+        if (it->commit) {
+            /* after every chunk was answered: the child has written them */
+            if (c->inflight > 0)
+                return;
+            c->commit_rpc =
+                broker_rpc(b, "bcast.commit", c->rank, 0, json_incref(it->body),
+                           NULL, 0, on_commit_answer, c);
+            if (!c->commit_rpc) {
+                child_fail(c, errno, "cannot send bcast.commit");
+                return;
+            }
+        } else {
+            int slot;
+            if (c->inflight >= BCAST_WINDOW)
+                return;
+            for (slot = 0; c->chunk_rpcs[slot]; slot++)
+                ;
+            c->chunk_rpcs[slot] =
+                broker_rpc(b, "bcast.chunk", c->rank, 0, json_incref(it->body),
+                           it->data, it->len, on_chunk_answer, c);
+            if (!c->chunk_rpcs[slot]) {
+                child_fail(c, errno, "cannot send bcast.chunk");
+                return;
+            }
+            c->inflight++;
+        }
+        c->q = n->next;
+        if (!c->q)
+            c->qtail = &c->q;
+        free(n);
+        qitem_decref(it);
+    }
+}
+
+/* Queue 'it' for every live child (taking one reference each) and send
+ * what can go now.  Returns -1 ENOMEM. */
+static int session_forward(struct session *s, struct qitem *it)
+{
+    it->refs = 1; /* ours, dropped at the end */
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        struct child *c = &s->children[i];
+        struct qnode *n;
+        if (c->failed)
+            continue;
+        if (!(n = calloc(1, sizeof(*n))))
+            return -1;
+        n->item = it;
+        it->refs++;
+        *c->qtail = n;
+        c->qtail = &n->next;
+    }
+    for (uint32_t i = 0; i < s->nchildren; i++)
+        child_pump(&s->children[i]);
+    qitem_decref(it);
+    return 0;
+}
+
+/* --- sessions ----------------------------------------------------------- */
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void session_destroy(struct session *s)
+{
+    if (!s)
+        return;
+    if (s->prev)
+        s->prev->next = s->next;
+    else if (s->ctx->sessions == s)
+        s->ctx->sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    for (uint32_t i = 0; s->children && i < s->nchildren; i++) {
+        struct child *c = &s->children[i];
+        c->failed = true; /* no pumping from the rpcs' destruction */
+        child_drop_queue(c);
+        broker_rpc_destroy(c->open_rpc);
+        broker_rpc_destroy(c->commit_rpc);
+        for (int k = 0; k < BCAST_WINDOW; k++)
+            broker_rpc_destroy(c->chunk_rpcs[k]);
+    }
+    free(s->children);
+    bcast_sink_destroy(s->sink); /* removes an uncommitted temp file */
+    broker_req_decref(s->commit_req);
+    fence_destroy(s->f);
+    idset_destroy(s->targets);
+    idset_destroy(s->ok);
+    json_decref(s->errors);
+    free(s->path);
+    free(s->archive);
+    free(s->tmpdir);
+    free(s->ranks);
+    if (s->timer_init) {
+        s->timer.data = s;
+        uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+        return;
+    }
+    free(s);
+}
+
+/* Drop the session here and below; 'why' goes to the log. */
+static void session_abort(struct session *s, const char *why)
+{
+    broker_t *b = s->ctx->b;
+
+    broker_log(b, LOG_LEVEL_INFO, "bcast %" PRIu64 ": aborted: %s", s->sid,
+               why);
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        struct child *c = &s->children[i];
+        broker_rpc_t *r;
+        if (c->failed)
+            continue;
+        r = broker_rpc(b, "bcast.abort", c->rank, BROKER_RPC_NORESPONSE,
+                       json_pack("{s:I}", "sid", (json_int_t)s->sid), NULL, 0,
+                       NULL, NULL);
+        broker_rpc_destroy(r);
+    }
+    if (s->commit_req)
+        broker_respond_error(s->commit_req, ECONNABORTED,
+                             "bcast %" PRIu64 ": aborted: %s", s->sid, why);
+    session_destroy(s);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    struct session *s = t->data;
+
+    session_abort(s, "nothing heard for the session's timeout");
+}
+
+static void session_touch(struct session *s)
+{
+    if (s->timer_init)
+        uv_timer_start(&s->timer, on_timeout,
+                       (uint64_t)(s->timeout * 1000.0 + 0.5), 0);
+}
+
+static struct session *session_lookup(struct bcast_ctx *ctx, uint64_t sid)
+{
+    for (struct session *s = ctx->sessions; s; s = s->next)
+        if (s->sid == sid)
+            return s;
+    return NULL;
+}
+
+/* The local part: a sink in the job's tmpdir (relative paths) or at the
+ * absolute path.  A failure is this node's result, not the session's. */
+static void session_open_local(struct session *s)
+{
+    struct bcast_ctx *ctx = s->ctx;
+    broker_t *b = ctx->b;
+    const char *tmpdir;
+    eddy_error_t err = {{0}};
+
+    tmpdir = job_exec_tmpdir(broker_service_ctx(b, "job-exec"), s->id);
+    if (!tmpdir) {
+        s->local_errnum = ESRCH;
+        snprintf(s->local_errstr, sizeof(s->local_errstr),
+                 "job %" PRIu64 ": not running on rank %u", s->id, b->rank);
+        return;
+    }
+    if (!(s->tmpdir = strdup(tmpdir)))
+        goto nomem;
+    if (s->flags & BCAST_F_ARCHIVE) {
+        /* the archive goes beside the destination under a name of its
+         * own (nodes of one machine may share an absolute destination),
+         * and is extracted at commit */
+        const char *slash = strrchr(s->path, '/');
+        int n = slash ? (int)(slash - s->path + 1) : 0;
+        if (asprintf(&s->archive, "%.*s.%s.eddy-tar-%" PRIu64 "-%u", n, s->path,
+                     s->path + n, s->sid, b->rank) < 0) {
+            s->archive = NULL;
+            goto nomem;
+        }
+        s->sink =
+            bcast_sink_create(tmpdir, s->archive, BCAST_F_OVERWRITE, &err);
+    } else {
+        s->sink = bcast_sink_create(tmpdir, s->path, s->flags, &err);
+    }
+    if (!s->sink) {
+        s->local_errnum = errno;
+        snprintf(s->local_errstr, sizeof(s->local_errstr), "%s", err.text);
+    }
+    return;
+nomem:
+    s->local_errnum = ENOMEM;
+    snprintf(s->local_errstr, sizeof(s->local_errstr), "out of memory");
+}
+
+/* BCAST_F_ARCHIVE, after the archive file is complete and verified:
+ * extract it as the destination directory, then remove it. */
+static int extract_local(struct session *s, eddy_error_t *err)
+{
+    char *arch = NULL, *dest = NULL;
+    int rc = -1;
+
+    if (s->path[0] == '/') {
+        arch = strdup(s->archive);
+        dest = strdup(s->path);
+    } else if (asprintf(&arch, "%s/%s", s->tmpdir, s->archive) < 0 ||
+               asprintf(&dest, "%s/%s", s->tmpdir, s->path) < 0) {
+        arch = dest = NULL;
+    }
+    if (!arch || !dest) {
+        errno = ENOMEM;
+        errprintf(err, "out of memory");
+        goto done;
+    }
+    rc = bcast_tree_extract(arch, dest, (s->flags & BCAST_F_OVERWRITE) != 0,
+                            (s->flags & BCAST_F_PRESERVE) != 0, err);
+done:
+    if (arch) {
+        int e = errno;
+        (void)unlink(arch);
+        errno = e;
+    }
+    free(arch);
+    free(dest);
+    return rc;
+}
+
+/* Create the session for 'req' (an open from the client at rank 0, or
+ * from our parent) and send the open on to the children.  NULL with
+ * errno and 'err' (nothing sent) on failure. */
+static struct session *session_create(struct bcast_ctx *ctx,
+                                      broker_req_t *req,
+                                      uint64_t sid,
+                                      uint64_t id,
+                                      const char *path,
+                                      int flags,
+                                      const char *ranks,
+                                      double timeout,
+                                      eddy_error_t *err)
+{
+    broker_t *b = ctx->b;
+    struct session *s;
+    uint32_t nslots;
+
+    if (!(s = calloc(1, sizeof(*s))))
+        goto nomem;
+    s->ctx = ctx;
+    s->sid = sid;
+    s->id = id;
+    s->flags = flags;
+    s->timeout = timeout;
+    s->origin = broker_req_origin(req);
+    if ((s->next = ctx->sessions))
+        s->next->prev = s;
+    ctx->sessions = s;
+    if (!(s->path = strdup(path)) || !(s->ranks = strdup(ranks)) ||
+        !(s->ok = idset_create()) || !(s->errors = json_array()))
+        goto nomem;
+    if (!(s->targets = idset_decode(ranks, err)) ||
+        !(s->f = fence_create(b->rank, b->size, b->fanout, s->targets, err))) {
+        errno = EINVAL;
+        goto error;
+    }
+    nslots = fence_nslots(s->f);
+    if (!(s->children = calloc(nslots, sizeof(*s->children))))
+        goto nomem;
+    for (uint32_t slot = 1; slot < nslots; slot++) {
+        struct child *c;
+        if (!fence_slot_expected(s->f, (int)slot))
+            continue;
+        c = &s->children[s->nchildren++];
+        c->s = s;
+        c->rank = fence_slot_rank(s->f, (int)slot);
+        c->qtail = &c->q;
+    }
+    uv_timer_init(broker_loop(b), &s->timer);
+    s->timer.data = s;
+    s->timer_init = true;
+    session_touch(s);
+    s->local = fence_expects_local(s->f);
+    if (s->local)
+        session_open_local(s);
+    for (uint32_t i = 0; i < s->nchildren; i++) {
+        struct child *c = &s->children[i];
+        c->open_rpc = broker_rpc(
+            b, "bcast.open", c->rank, 0,
+            json_pack("{s:I s:I s:s s:i s:s s:f}", "sid", (json_int_t)sid, "id",
+                      (json_int_t)id, "path", path, "flags", flags, "ranks",
+                      ranks, "timeout", timeout),
+            NULL, 0, NULL, NULL);
+        /* its answer is not needed: a failed child shows in the chunks */
+        broker_rpc_destroy(c->open_rpc);
+        c->open_rpc = NULL;
+    }
+    return s;
+nomem:
+    errno = ENOMEM;
+    errprintf(err, "out of memory");
+error:
+    session_destroy(s);
+    return NULL;
+}
+
+/* --- handlers ------------------------------------------------------------ */
+
+static json_t *body_of(broker_req_t *req)
+{
+    return broker_req_msg(req)->body;
+}
+
+/* A relative path must stay below the tmpdir: no ".." component (the
+ * sinks also refuse symlinks on the way, per node). */
+static bool path_escapes(const char *path)
+{
+    const char *p = path;
+
+    if (path[0] == '/')
+        return false;
+    while (*p) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return true;
+        p += n;
+        while (*p == '/')
+            p++;
+    }
+    return false;
+}
+
+/* bcast.open from a client: only at rank 0 */
+static void open_client(struct bcast_ctx *ctx, broker_req_t *req)
+{
+    json_int_t id;
+    const char *path, *nodes = NULL;
+    int flags = 0;
+    double timeout = BCAST_TIMEOUT_DEFAULT;
+    char *ranks = NULL, *canon = NULL;
+    uint32_t ntasks;
+    idset_t *job = NULL, *want = NULL;
+    struct session *s;
+    eddy_error_t err = {{0}};
+
+    if (ctx->b->rank != 0) {
+        broker_respond_error(req, EINVAL, "rank %u: bcast.open goes to rank 0",
+                             ctx->b->rank);
+        return;
+    }
+    if (json_unpack(body_of(req), "{s:I s:s s?i s?s s?F}", "id", &id, "path",
+                    &path, "flags", &flags, "nodes", &nodes, "timeout",
+                    &timeout) < 0 ||
+        id < 0) {
+        broker_respond_error(req, EPROTO,
+                             "bcast.open: expected {\"id\", \"path\", "
+                             "\"flags\"?, \"nodes\"?, \"timeout\"?}");
+        return;
+    }
+    if (!*path || strlen(path) >= 4096 || path_escapes(path)) {
+        broker_respond_error(req, EINVAL, "bcast: '%.200s': %s", path,
+                             !*path ? "empty destination"
+                             : path_escapes(path)
+                                 ? "a relative destination may not leave "
+                                   "the job tmpdir ('..')"
+                                 : "destination too long");
+        return;
+    }
+    if (flags & ~BCAST_F_ALL) {
+        broker_respond_error(req, EINVAL, "bcast: unknown flags 0x%x", flags);
+        return;
+    }
+    if ((flags & BCAST_F_ARCHIVE) && path[strlen(path) - 1] == '/') {
+        broker_respond_error(req, EINVAL,
+                             "bcast: '%.200s': a directory destination is "
+                             "named without a trailing '/'",
+                             path);
+        return;
+    }
+    if (!(timeout > 0) || timeout > BCAST_TIMEOUT_MAX) {
+        broker_respond_error(req, EINVAL,
+                             "bcast: timeout must be in (0, %.0f] seconds",
+                             BCAST_TIMEOUT_MAX);
+        return;
+    }
+    if (job_manager_job_ranks(broker_service_ctx(ctx->b, "job"), (uint64_t)id,
+                              JOB_RANKS_TMPDIRS, &ranks, &ntasks, &err) < 0) {
+        int e = errno;
+        broker_respond_error(req, e, "%s", err.text);
+        return;
+    }
+    if (!(job = idset_decode(ranks, NULL)))
+        goto nomem;
+    if (nodes) {
+        if (!(want = idset_decode(nodes, &err))) {
+            broker_respond_error(req, EINVAL, "bcast: nodes: %s", err.text);
+            goto done;
+        }
+        for (uint32_t r = idset_first(want); r != IDSET_INVALID;
+             r = idset_next(want, r)) {
+            if (!idset_test(job, r)) {
+                broker_respond_error(req, EINVAL,
+                                     "bcast: node %u does not run job %lld "
+                                     "(its nodes: %s)",
+                                     r, (long long)id, ranks);
+                goto done;
+            }
+        }
+        if (idset_count(want) == 0) {
+            broker_respond_error(req, EINVAL, "bcast: no nodes given");
+            goto done;
+        }
+        if (!(canon = idset_encode(want)))
+            goto nomem;
+    }
+    if (!(s = session_create(ctx, req, ++ctx->next_sid, (uint64_t)id, path,
+                             flags, canon ? canon : ranks, timeout, &err))) {
+        broker_respond_error(req, errno, "bcast: %s", err.text);
+        goto done;
+    }
+    broker_respond(
+        req,
+        json_pack("{s:I s:s}", "sid", (json_int_t)s->sid, "nodes", s->ranks),
+        NULL, 0, 0);
+    goto done;
+nomem:
+    broker_respond_error(req, ENOMEM, "out of memory");
+done:
+    idset_destroy(job);
+    idset_destroy(want);
+    free(canon);
+    free(ranks);
+}
+
+static void open_handler(broker_req_t *req, void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+    json_int_t sid, id;
+    const char *path, *ranks;
+    int flags;
+    double timeout;
+    eddy_error_t err = {{0}};
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (!json_object_get(body_of(req), "sid")) {
+        open_client(ctx, req);
+        return;
+    }
+    if (json_unpack(body_of(req), "{s:I s:I s:s s:i s:s s:F}", "sid", &sid,
+                    "id", &id, "path", &path, "flags", &flags, "ranks", &ranks,
+                    "timeout", &timeout) < 0 ||
+        sid <= 0 || id < 0 || !(timeout > 0) || timeout > BCAST_TIMEOUT_MAX) {
+        broker_respond_error(req, EPROTO, "bcast.open: malformed request");
+        return;
+    }
+    if (session_lookup(ctx, (uint64_t)sid)) {
+        broker_respond_error(req, EEXIST, "bcast %lld: already open",
+                             (long long)sid);
+        return;
+    }
+    if (!session_create(ctx, req, (uint64_t)sid, (uint64_t)id, path, flags,
+                        ranks, timeout, &err)) {
+        broker_respond_error(req, errno, "rank %u: bcast: %s", ctx->b->rank,
+                             err.text);
+        return;
+    }
+    broker_respond(req, json_object(), NULL, 0, 0);
+}
+
+/* The session a request names; answers the request with an error if none. */
+static struct session *req_session(struct bcast_ctx *ctx, broker_req_t *req)
+{
+    json_int_t sid = 0;
+    struct session *s;
+
+    if (json_unpack(body_of(req), "{s:I}", "sid", &sid) < 0 || sid <= 0) {
+        broker_respond_error(req, EPROTO, "%s: expected {\"sid\", ...}",
+                             broker_req_msg(req)->topic);
+        return NULL;
+    }
+    if (!(s = session_lookup(ctx, (uint64_t)sid))) {
+        broker_respond_error(req, ENOENT,
+                             "rank %u: bcast %lld: no such session (aborted "
+                             "or timed out?)",
+                             ctx->b->rank, (long long)sid);
+        return NULL;
+    }
+    session_touch(s);
+    return s;
+}
+
+/* Write a chunk here, unless this node already failed. */
+static void local_write(struct session *s, struct bcast_chunk *c)
+{
+    struct bcast_ctx *ctx = s->ctx;
+    eddy_error_t err = {{0}};
+    void *copy = NULL;
+
+    if (!s->sink)
+        return;
+    if (ctx->corrupt_rank == ctx->b->rank && !s->corrupted && c->len > 0 &&
+        (copy = malloc(c->len))) {
+        memcpy(copy, c->data, c->len);
+        ((unsigned char *)copy)[0] ^= 0xff;
+        c->data = copy;
+        s->corrupted = true;
+    }
+    if (bcast_sink_write(s->sink, c, &err) < 0) {
+        s->local_errnum = errno;
+        snprintf(s->local_errstr, sizeof(s->local_errstr), "%s", err.text);
+        bcast_sink_destroy(s->sink);
+        s->sink = NULL;
+    }
+    free(copy);
+}
+
+static void chunk_handler(broker_req_t *req, void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+    const msg_t *msg = broker_req_msg(req);
+    struct session *s;
+    json_int_t offset, rawlen;
+    int z = 0;
+    struct bcast_chunk c;
+    struct qitem *it;
+
+    if (broker_req_is_cancel(req) || !(s = req_session(ctx, req)))
+        return;
+    if (json_unpack(msg->body, "{s:I s:I s?b}", "offset", &offset, "rawlen",
+                    &rawlen, "z", &z) < 0 ||
+        offset < 0 || rawlen <= 0 || rawlen > BCAST_CHUNK_MAX ||
+        msg->payload_len == 0 || msg->payload_len > (size_t)rawlen ||
+        (!z && msg->payload_len != (size_t)rawlen) || s->committing) {
+        broker_respond_error(req, EPROTO,
+                             "bcast.chunk: expected {\"sid\", \"offset\", "
+                             "\"rawlen\", \"z\"?} and 1..rawlen bytes, "
+                             "before the commit");
+        return;
+    }
+    c = (struct bcast_chunk){
+        .offset = (uint64_t)offset,
+        .rawlen = (uint32_t)rawlen,
+        .len = (uint32_t)msg->payload_len,
+        .data = msg->payload,
+        .compressed = z != 0,
+    };
+    local_write(s, &c);
+    if (s->nchildren == 0) {
+        broker_respond(req, json_object(), NULL, 0, 0);
+        return;
+    }
+    if (!(it = calloc(1, sizeof(*it))) || !(it->data = malloc(c.len))) {
+        free(it);
+        broker_respond_error(req, ENOMEM, "rank %u: out of memory",
+                             ctx->b->rank);
+        return;
+    }
+    memcpy(it->data, c.data, c.len);
+    it->len = c.len;
+    it->body = json_incref(msg->body);
+    it->req = broker_req_incref(req);
+    if (session_forward(s, it) < 0)
+        broker_log(ctx->b, LOG_LEVEL_ERR, "bcast %" PRIu64 ": out of memory",
+                   s->sid);
+}
+
+/* "hash": 32 hex digits */
+static int hash_decode(const char *hex, uint8_t out[BCAST_HASH_SIZE])
+{
+    if (!hex || strlen(hex) != 2 * BCAST_HASH_SIZE)
+        return -1;
+    for (int i = 0; i < BCAST_HASH_SIZE; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static void commit_handler(broker_req_t *req, void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+    const msg_t *msg = broker_req_msg(req);
+    struct session *s;
+    json_int_t size, mode, mtime, nsec;
+    const char *hash;
+    struct bcast_file_info info = {0};
+    eddy_error_t err = {{0}};
+    struct qitem *it;
+
+    if (broker_req_is_cancel(req) || !(s = req_session(ctx, req)))
+        return;
+    if (s->committing ||
+        json_unpack(msg->body, "{s:I s:I s:I s:I s:s}", "size", &size, "mode",
+                    &mode, "mtime", &mtime, "mtime_nsec", &nsec, "hash",
+                    &hash) < 0 ||
+        size < 0 || mode < 0 || mode > 07777 || nsec < 0 || nsec > 999999999 ||
+        hash_decode(hash, info.hash) < 0) {
+        broker_respond_error(req, EPROTO,
+                             "bcast.commit: expected {\"sid\", \"size\", "
+                             "\"mode\", \"mtime\", \"mtime_nsec\", \"hash\"}, "
+                             "once");
+        return;
+    }
+    info.size = (uint64_t)size;
+    info.mode = (uint32_t)mode;
+    info.mtime_sec = mtime;
+    info.mtime_nsec = (uint32_t)nsec;
+    s->committing = true;
+    s->commit_req = broker_req_incref(req);
+    /* the local result */
+    if (s->local) {
+        /* a file in the tmpdir went with the job: say so rather than
+         * report the rename's ENOENT */
+        if (s->sink && s->path[0] != '/' &&
+            !job_exec_tmpdir(broker_service_ctx(ctx->b, "job-exec"), s->id)) {
+            s->local_errnum = ESRCH;
+            snprintf(s->local_errstr, sizeof(s->local_errstr),
+                     "job %" PRIu64 " ended during the transfer", s->id);
+        } else if (s->sink && (bcast_sink_commit(s->sink, &info, &err) < 0 ||
+                               (s->archive && extract_local(s, &err) < 0))) {
+            s->local_errnum = errno;
+            snprintf(s->local_errstr, sizeof(s->local_errstr), "%s", err.text);
+        }
+        bcast_sink_destroy(s->sink);
+        s->sink = NULL;
+        if (s->local_errnum)
+            result_error(s, ctx->b->rank, s->local_errnum, s->local_errstr);
+        else
+            (void)idset_set(s->ok, ctx->b->rank);
+    }
+    /* then the children's, behind their chunks */
+    if (s->nchildren > 0) {
+        if (!(it = calloc(1, sizeof(*it)))) {
+            broker_respond_error(req, ENOMEM, "out of memory");
+            session_destroy(s);
+            return;
+        }
+        it->commit = true;
+        it->body = json_incref(msg->body);
+        if (session_forward(s, it) < 0) {
+            broker_respond_error(req, ENOMEM, "out of memory");
+            session_destroy(s);
+            return;
+        }
+    }
+    session_check_done(s);
+}
+
+static void abort_handler(broker_req_t *req, void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+    json_int_t sid = 0;
+    struct session *s;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (json_unpack(body_of(req), "{s:I}", "sid", &sid) < 0 ||
+        !(s = session_lookup(ctx, (uint64_t)sid)))
+        return; /* no response: a late abort of a finished session is fine */
+    session_abort(s, "aborted by the sender");
+}
+
+/* --- service lifecycle -------------------------------------------------- */
+
+static void bcast_disconnect(void *arg, uint64_t origin)
+{
+    struct bcast_ctx *ctx = arg;
+    struct session *s = ctx->sessions, *next;
+
+    for (; s; s = next) {
+        next = s->next;
+        if (s->origin == origin)
+            session_abort(s, "the sender went away");
+    }
+}
+
+static int bcast_init(broker_t *b, void **ctxp)
+{
+    struct bcast_ctx *ctx;
+    const char *hook = getenv(BCAST_CORRUPT_ENV);
+
+    if (!(ctx = calloc(1, sizeof(*ctx))))
+        return -1;
+    ctx->b = b;
+    ctx->corrupt_rank =
+        hook && *hook ? (uint32_t)strtoul(hook, NULL, 10) : UINT32_MAX;
+    *ctxp = ctx;
+    return 0;
+}
+
+static void bcast_shutdown(void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+
+    while (ctx->sessions)
+        session_abort(ctx->sessions, "the broker is shutting down");
+}
+
+static void bcast_destroy(void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+
+    if (!ctx)
+        return;
+    bcast_shutdown(ctx);
+    free(ctx);
+}
+
+static const struct service_handler handlers[] = {
+    {"bcast.open", open_handler},
+    {"bcast.chunk", chunk_handler},
+    {"bcast.commit", commit_handler},
+    {"bcast.abort", abort_handler},
+    {NULL, NULL},
+};
+
+const struct service_def bcast_service = {
+    .name = "bcast",
+    .handlers = handlers,
+    .init = bcast_init,
+    .disconnect = bcast_disconnect,
+    .shutdown = bcast_shutdown,
+    .destroy = bcast_destroy,
+};
