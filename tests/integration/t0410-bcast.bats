@@ -421,3 +421,16 @@ listing() {
     [ "$status" -eq 1 ]
     [[ "$output" == *"$T/a"* ]]
 }
+
+@test "a progress line on a terminal (bytes, rate), none with -q or off a terminal" {
+    head -c $((8 << 20)) /dev/urandom >"$T/p"
+    run bounded 60 script -qec "eddy bcast --chunksize=64k $ID $T/p p1" /dev/null
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"8.0 MiB / 8.0 MiB"*"/s"* ]]
+    run bounded 60 script -qec "eddy bcast -q $ID $T/p p2" /dev/null
+    [ "$status" -eq 0 ]
+    [[ "$output" != *"MiB"* ]]
+    run bounded 60 eddy bcast "$ID" "$T/p" p3
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+}
