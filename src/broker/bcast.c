@@ -13,6 +13,11 @@
  *                 -> {"ok": idset, "errors": [{"rank", "errnum",
  *                 "errstr"}]}: the results of this broker's subtree
  *   bcast.abort   {"sid"}, no response: drop the session everywhere below
+ *   bcast.watch   client -> its own broker, streaming: {"sid"}; never
+ *                 answered until cancelled; if the client vanishes first,
+ *                 its broker sends bcast.abort for the session to rank 0
+ *                 (so a sender on any broker is noticed at once, not
+ *                 after the session's timeout)
  *
  * The session spans the part of the tree that leads to the target
  * brokers: the shape of a kvs fence rooted at rank 0 (src/broker/fence.h).
@@ -126,9 +131,17 @@ struct session {
     bool committing;
 };
 
+/* A client's bcast.watch: abort its session at rank 0 if it vanishes. */
+struct watch {
+    broker_req_t *req;
+    uint64_t sid;
+    struct watch *next;
+};
+
 struct bcast_ctx {
     broker_t *b;
     struct session *sessions;
+    struct watch *watches;
     uint64_t next_sid;
     uint32_t corrupt_rank; /* test hook; UINT32_MAX: off */
 };
@@ -945,17 +958,69 @@ static void abort_handler(broker_req_t *req, void *arg)
     session_abort(s, "aborted by the sender");
 }
 
+static void watch_handler(broker_req_t *req, void *arg)
+{
+    struct bcast_ctx *ctx = arg;
+    struct watch *w, **wp;
+    json_int_t sid = 0;
+
+    if (broker_req_is_cancel(req)) {
+        /* the transfer ended: the client lets go of its watch */
+        for (wp = &ctx->watches; (w = *wp); wp = &w->next) {
+            if (broker_req_same(w->req, req)) {
+                *wp = w->next;
+                broker_respond(w->req, NULL, NULL, 0, MSG_FLAG_EOS);
+                broker_req_decref(w->req);
+                free(w);
+                return;
+            }
+        }
+        return;
+    }
+    if (json_unpack(body_of(req), "{s:I}", "sid", &sid) < 0 || sid <= 0 ||
+        !broker_req_is_streaming(req)) {
+        broker_respond_error(req, EPROTO,
+                             "bcast.watch: expected a streaming request "
+                             "{\"sid\"}");
+        return;
+    }
+    if (!(w = calloc(1, sizeof(*w)))) {
+        broker_respond_error(req, ENOMEM, "out of memory");
+        return;
+    }
+    w->req = broker_req_incref(req);
+    w->sid = (uint64_t)sid;
+    w->next = ctx->watches;
+    ctx->watches = w;
+}
+
 /* --- service lifecycle -------------------------------------------------- */
 
 static void bcast_disconnect(void *arg, uint64_t origin)
 {
     struct bcast_ctx *ctx = arg;
-    struct session *s = ctx->sessions, *next;
+    struct session *s, *next;
+    struct watch *w, **wp = &ctx->watches;
 
-    for (; s; s = next) {
+    for (s = ctx->sessions; s; s = next) {
         next = s->next;
         if (s->origin == origin)
             session_abort(s, "the sender went away");
+    }
+    /* after the sessions: on rank 0 the abort below is handled at once
+     * and may free one */
+    while ((w = *wp)) {
+        if (broker_req_origin(w->req) != origin) {
+            wp = &w->next;
+            continue;
+        }
+        *wp = w->next;
+        broker_rpc_destroy(
+            broker_rpc(ctx->b, "bcast.abort", 0, BROKER_RPC_NORESPONSE,
+                       json_pack("{s:I}", "sid", (json_int_t)w->sid), NULL, 0,
+                       NULL, NULL));
+        broker_req_decref(w->req);
+        free(w);
     }
 }
 
@@ -976,6 +1041,14 @@ static int bcast_init(broker_t *b, void **ctxp)
 static void bcast_shutdown(void *arg)
 {
     struct bcast_ctx *ctx = arg;
+    struct watch *w;
+
+    while ((w = ctx->watches)) {
+        ctx->watches = w->next;
+        broker_respond_error(w->req, ENOSYS, "the broker is shutting down");
+        broker_req_decref(w->req);
+        free(w);
+    }
 
     while (ctx->sessions)
         session_abort(ctx->sessions, "the broker is shutting down");
@@ -992,11 +1065,9 @@ static void bcast_destroy(void *arg)
 }
 
 static const struct service_handler handlers[] = {
-    {"bcast.open", open_handler},
-    {"bcast.chunk", chunk_handler},
-    {"bcast.commit", commit_handler},
-    {"bcast.abort", abort_handler},
-    {NULL, NULL},
+    {"bcast.open", open_handler},     {"bcast.chunk", chunk_handler},
+    {"bcast.commit", commit_handler}, {"bcast.abort", abort_handler},
+    {"bcast.watch", watch_handler},   {NULL, NULL},
 };
 
 const struct service_def bcast_service = {

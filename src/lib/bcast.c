@@ -43,7 +43,8 @@ struct bcast {
     uint32_t chunk_len[BCAST_CLIENT_WINDOW]; /* raw bytes of each */
     int inflight;
     eddy_future_t *commit;
-    uint64_t sid; /* 0 until opened */
+    eddy_future_t *watch; /* bcast.watch at our broker, while it runs */
+    uint64_t sid;         /* 0 until opened */
     uint64_t sent;
     int64_t total;
     bool eof;
@@ -85,6 +86,7 @@ static void inner_drop(eddy_future_t **fp)
 
 static void drop_all(struct bcast *st)
 {
+    inner_drop(&st->watch); /* a cancel: the broker lets go of it */
     inner_drop(&st->open);
     inner_drop(&st->commit);
     for (int i = 0; i < BCAST_CLIENT_WINDOW; i++)
@@ -266,6 +268,13 @@ static void on_open(eddy_future_t *f, void *arg)
     } else {
         st->sid = (uint64_t)sid;
         inner_drop(&st->open);
+        /* our broker aborts the session if we vanish (a failure here
+         * only leaves that to the session's timeout) */
+        st->watch = eddy_rpc_pack(st->h, "bcast.watch", EDDY_RANK_ANY,
+                                  EDDY_RPC_STREAMING, "{s:I}", "sid",
+                                  (json_int_t)st->sid);
+        if (st->watch)
+            inner_watch(&st->watch);
         pump(st);
     }
     st->in_cb--;
@@ -313,8 +322,8 @@ static eddy_future_t *bcast_start(eddy_t *h,
     int e;
 
     if (!h || !destpath || !*destpath || id > JOBID_MAX ||
-        (flags & ~BCAST_F_ALL) ||
-        chunksize > BCAST_CHUNK_MAX || (opts && opts->timeout < 0)) {
+        (flags & ~BCAST_F_ALL) || chunksize > BCAST_CHUNK_MAX ||
+        (opts && opts->timeout < 0)) {
         errno = EINVAL;
         return NULL;
     }

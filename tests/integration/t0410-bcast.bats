@@ -245,25 +245,37 @@ check_copies() {
     export EDDY_URI INSTANCE_PID INSTANCE_TMP INSTANCE_RUNDIR
 }
 
-@test "the sender killed mid-transfer: no temp file anywhere, nothing at DEST" {
-    # a source that sends 3 MiB, then stalls
-    mkfifo "$T/fifo"
-    ( (head -c $((3 << 20)) /dev/zero; sleep 60) >"$T/fifo" ) &
-    feeder2=$!
-    eddy bcast -q "$ID" - partial <"$T/fifo" &
+# killed_sender RANK: a sender connected to broker RANK, with a session
+# timeout far longer than the test's wait, is killed mid-transfer
+killed_sender() {
+    local rank=$1 feeder sender
+    mkfifo "$T/fifo.$rank"
+    ( (head -c $((3 << 20)) /dev/zero; sleep 60) >"$T/fifo.$rank" ) &
+    feeder=$!
+    EDDY_URI=${EDDY_URI%-*}-$rank eddy bcast -q --timeout=300 "$ID" - partial \
+        <"$T/fifo.$rank" &
     sender=$!
     tmpdirs "$ID" >"$T/dirs"
     # wait until every node has a temp file, then kill the sender
     wait_until 30 bash -c "[ \$(cat $T/dirs | while read n d; do ls -A \$d; done | grep -c '\.eddy-') -eq 4 ]"
     kill -9 "$sender"
     wait "$sender" || true
+    # gone within seconds, not after the session's 300 s timeout
     wait_until 10 bash -c "[ \$(cat $T/dirs | while read n d; do ls -A \$d; done | grep -c '\.eddy-') -eq 0 ]"
     while read -r node dir; do
         [ ! -e "$dir/partial" ]
     done <"$T/dirs"
-    pkill -P "$feeder2" 2>/dev/null || true
-    kill "$feeder2" 2>/dev/null || true
-    wait "$feeder2" 2>/dev/null || true
+    pkill -P "$feeder" 2>/dev/null || true
+    kill "$feeder" 2>/dev/null || true
+    wait "$feeder" 2>/dev/null || true
+}
+
+@test "the sender killed mid-transfer: no temp file anywhere, nothing at DEST" {
+    killed_sender 0
+}
+
+@test "a sender on another broker killed mid-transfer: its broker aborts the session" {
+    killed_sender 2
 }
 
 @test "the job ends during the transfer: a clear error" {
