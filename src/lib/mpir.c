@@ -71,7 +71,7 @@ eddy_proctable_t *eddy_job_proctable_get(eddy_future_t *f)
     }
     return t;
 malformed:
-    snprintf(f->errbuf, sizeof(f->errbuf), "malformed response to %s: %s",
+    snprintf(f->errbuf, sizeof(f->errbuf), "malformed response to %s: %.160s",
              f->topic, err.text);
     eddy_proctable_destroy(t);
     errno = EPROTO;

@@ -18,7 +18,7 @@ broker_pid() {
 
 @test "a broker of the job goes silent: proctable fails naming it" {
     start_instance 4 --cores-per-rank=4 -o --heartbeat=0.2 \
-        -o --heartbeat-timeout=1
+        -o --heartbeat-timeout=3
     local s id pid
     s=$(unique_seconds)
     id=$(eddy submit -N4 -n4 sleep "$s")

@@ -342,7 +342,7 @@ killed_sender() {
 @test "a broker in the middle of the tree dies mid-transfer: its subtree fails, the rest complete" {
     local saved_uri=$EDDY_URI saved_pid=$INSTANCE_PID saved_tmp=$INSTANCE_TMP \
         saved_rundir=$INSTANCE_RUNDIR
-    start_instance 8 --cores-per-rank=2 -o --heartbeat=0.2 -o --heartbeat-timeout=1
+    start_instance 8 --cores-per-rank=2 -o --heartbeat=0.2 -o --heartbeat-timeout=3
     local s id pid1 sender
     s=$(unique_seconds)
     id=$(eddy submit -N8 -n8 sleep "$s")
