@@ -175,21 +175,30 @@ static void print_info(const eddy_jobinfo_t *info)
     }
 }
 
-static void info_opt(const char *cmd, int c, void *arg)
+static void json_opt(const char *cmd, int c, void *arg)
 {
     *(bool *)arg = true; /* --json */
 }
 
-static int job_info(int argc, char **argv)
+/* The ID and --json of a query command (info, proctable, tmpdir). */
+static eddy_jobid_t parse_json(const char *cmd,
+                               int argc,
+                               char **argv,
+                               bool *json_out)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+
+    return parse_args(cmd, argc, argv, "jh", opts, json_opt, json_out);
+}
+
+static int job_info(int argc, char **argv)
+{
     bool json_out = false;
-    eddy_jobid_t id =
-        parse_args("job info", argc, argv, "jh", opts, info_opt, &json_out);
+    eddy_jobid_t id = parse_json("job info", argc, argv, &json_out);
     eddy_t *h = cmd_open("job info");
     eddy_future_t *f;
     eddy_jobinfo_t *info;
@@ -402,14 +411,8 @@ static json_t *proctable_json(const eddy_proctable_t *pt)
 
 static int job_proctable(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     bool json_out = false;
-    eddy_jobid_t id = parse_args("job proctable", argc, argv, "jh", opts,
-                                 info_opt, &json_out);
+    eddy_jobid_t id = parse_json("job proctable", argc, argv, &json_out);
     eddy_t *h = cmd_open("job proctable");
     eddy_future_t *f;
     eddy_proctable_t *pt;
@@ -443,14 +446,8 @@ static int job_proctable(int argc, char **argv)
 
 static int job_tmpdir(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     bool json_out = false;
-    eddy_jobid_t id =
-        parse_args("job tmpdir", argc, argv, "jh", opts, info_opt, &json_out);
+    eddy_jobid_t id = parse_json("job tmpdir", argc, argv, &json_out);
     eddy_t *h = cmd_open("job tmpdir");
     eddy_future_t *f;
     eddy_tmpdirs_t *t;

@@ -261,10 +261,12 @@ static void on_open(eddy_future_t *f, void *arg)
     json_int_t sid;
 
     st->in_cb++;
-    if (eddy_rpc_get_unpack(f, "{s:I}", "sid", &sid) < 0 || sid <= 0) {
-        if (errno == 0)
-            errno = EPROTO;
+    if (eddy_rpc_get_unpack(f, "{s:I}", "sid", &sid) < 0) {
         bcast_fail_from(st, f);
+    } else if (sid <= 0) {
+        bcast_complete(st, NULL, EPROTO,
+                       "malformed response to bcast.open: 'sid' must be "
+                       "a session number > 0");
     } else {
         st->sid = (uint64_t)sid;
         inner_drop(&st->open);
@@ -431,9 +433,10 @@ eddy_future_t *eddy_job_bcast_paths(eddy_t *h,
     struct bcast *st;
     int fd, e;
 
-    if (!h || !paths || n == 0 || !destpath || !*destpath) {
+    if (!h || !paths || n == 0 || !destpath || !*destpath ||
+        (flags & BCAST_F_ARCHIVE)) {
         errno = EINVAL;
-        errprintf(err, "bcast: no paths or no destination");
+        errprintf(err, "bcast: no paths, no destination or bad flags");
         return NULL;
     }
     if ((fd = tmpfile_fd(err)) < 0)
