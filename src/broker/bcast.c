@@ -158,7 +158,6 @@ static void qitem_decref(struct qitem *it)
         broker_respond(it->req, json_object(), NULL, 0, 0);
     broker_req_decref(it->req);
     json_decref(it->body);
-    free(it->data);
     free(it);
 }
 
@@ -317,9 +316,9 @@ static void child_pump(struct child *c)
                 return;
             for (slot = 0; c->chunk_rpcs[slot]; slot++)
                 ;
-            c->chunk_rpcs[slot] =
-                broker_rpc(b, "bcast.chunk", c->rank, 0, json_incref(it->body),
-                           it->data, it->len, on_chunk_answer, c);
+            c->chunk_rpcs[slot] = broker_rpc_shared(
+                b, "bcast.chunk", c->rank, 0, json_incref(it->body),
+                broker_req_msg(it->req), on_chunk_answer, c);
             if (!c->chunk_rpcs[slot]) {
                 child_fail(c, errno, "cannot send bcast.chunk");
                 return;
@@ -845,14 +844,11 @@ static void chunk_handler(broker_req_t *req, void *arg)
         broker_respond(req, json_object(), NULL, 0, 0);
         return;
     }
-    if (!(it = calloc(1, sizeof(*it))) || !(it->data = malloc(c.len))) {
-        free(it);
+    if (!(it = calloc(1, sizeof(*it)))) {
         broker_respond_error(req, ENOMEM, "rank %u: out of memory",
                              ctx->b->rank);
         return;
     }
-    memcpy(it->data, c.data, c.len);
-    it->len = c.len;
     it->body = json_incref(msg->body);
     it->req = broker_req_incref(req);
     if (session_forward(s, it) < 0)

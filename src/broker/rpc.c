@@ -159,15 +159,18 @@ void rpc_response(broker_t *b, const msg_t *msg)
         uv_timer_start(&b->rpc_timer, rpc_timer_cb, 0, 0);
 }
 
-broker_rpc_t *broker_rpc(broker_t *b,
-                         const char *topic,
-                         uint32_t rank,
-                         int flags,
-                         json_t *body,
-                         const void *data,
-                         size_t len,
-                         broker_rpc_f cb,
-                         void *arg)
+/* broker_rpc() and broker_rpc_shared(): the payload is 'data' (copied)
+ * or, if 'owner' is set, the payload of 'owner' (shared). */
+static broker_rpc_t *rpc_start(broker_t *b,
+                               const char *topic,
+                               uint32_t rank,
+                               int flags,
+                               json_t *body,
+                               const void *data,
+                               size_t len,
+                               const msg_t *owner,
+                               broker_rpc_f cb,
+                               void *arg)
 {
     struct broker_rpc *rpc = NULL;
     msg_t *msg = NULL;
@@ -180,7 +183,8 @@ broker_rpc_t *broker_rpc(broker_t *b,
     }
     if (!(rpc = calloc(1, sizeof(*rpc))) || !(rpc->topic = strdup(topic)))
         goto error;
-    if (!(msg = msg_create(MSG_REQUEST, topic, body, data, len))) {
+    if (!(msg = owner ? msg_create_shared(MSG_REQUEST, topic, body, owner)
+                      : msg_create(MSG_REQUEST, topic, body, data, len))) {
         body = NULL; /* stolen */
         goto error;
     }
@@ -214,6 +218,36 @@ error:
     if (rpc)
         rpc_free(rpc);
     return NULL;
+}
+
+broker_rpc_t *broker_rpc(broker_t *b,
+                         const char *topic,
+                         uint32_t rank,
+                         int flags,
+                         json_t *body,
+                         const void *data,
+                         size_t len,
+                         broker_rpc_f cb,
+                         void *arg)
+{
+    return rpc_start(b, topic, rank, flags, body, data, len, NULL, cb, arg);
+}
+
+broker_rpc_t *broker_rpc_shared(broker_t *b,
+                                const char *topic,
+                                uint32_t rank,
+                                int flags,
+                                json_t *body,
+                                const msg_t *owner,
+                                broker_rpc_f cb,
+                                void *arg)
+{
+    if (!owner) {
+        json_decref(body);
+        errno = EINVAL;
+        return NULL;
+    }
+    return rpc_start(b, topic, rank, flags, body, NULL, 0, owner, cb, arg);
 }
 
 void broker_rpc_cancel(broker_rpc_t *rpc)

@@ -159,6 +159,19 @@ broker_rpc_t *broker_rpc(broker_t *b,
                          broker_rpc_f cb,
                          void *arg);
 
+/* Like broker_rpc() with the raw payload of 'owner' (a request or
+ * response this broker holds) passed on without a copy: the request
+ * shares it and keeps a reference to 'owner'.  For bulk data forwarded to
+ * several ranks.  NULL with errno EINVAL also for a NULL 'owner'. */
+broker_rpc_t *broker_rpc_shared(broker_t *b,
+                                const char *topic,
+                                uint32_t rank,
+                                int flags,
+                                json_t *body,
+                                const msg_t *owner,
+                                broker_rpc_f cb,
+                                void *arg);
+
 /* Ask the target to end a streaming rpc.  No effect once it ended. */
 void broker_rpc_cancel(broker_rpc_t *rpc);
 

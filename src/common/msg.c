@@ -331,6 +331,28 @@ error:
     return NULL;
 }
 
+msg_t *msg_create_shared(int type,
+                         const char *topic,
+                         json_t *body,
+                         const msg_t *owner)
+{
+    msg_t *msg;
+
+    if (!owner) {
+        json_decref(body);
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!(msg = msg_create(type, topic, body, NULL, 0)))
+        return NULL;
+    if (owner->payload_len > 0) {
+        msg->payload_owner = msg_incref((msg_t *)owner);
+        msg->payload = owner->payload;
+        msg->payload_len = owner->payload_len;
+    }
+    return msg;
+}
+
 msg_t *msg_incref(msg_t *msg)
 {
     if (msg)
@@ -345,7 +367,10 @@ void msg_decref(msg_t *msg)
     if (msg && --msg->refcount <= 0) {
         free(msg->topic);
         json_decref(msg->body);
-        free(msg->payload);
+        if (msg->payload_owner)
+            msg_decref(msg->payload_owner);
+        else
+            free(msg->payload);
         free(msg);
     }
     errno = saved_errno;
@@ -423,7 +448,8 @@ const char *msg_errstr(const msg_t *msg)
     return json_string_value(json_object_get(msg->body, "errstr"));
 }
 
-int msg_encode(const msg_t *msg, void **buf, size_t *len)
+/* The frame's bytes, or all but its payload, into a new buffer. */
+static int encode(const msg_t *msg, bool with_payload, void **buf, size_t *len)
 {
     char *body = NULL;
     size_t body_len = 0;
@@ -453,7 +479,8 @@ int msg_encode(const msg_t *msg, void **buf, size_t *len)
         }
     }
     topic_len = strlen(msg->topic);
-    total = MSG_HEADER_SIZE + topic_len + body_len + msg->payload_len;
+    total = MSG_HEADER_SIZE + topic_len + body_len +
+            (with_payload ? msg->payload_len : 0);
     if (!(p = malloc(total))) {
         free(body);
         errno = ENOMEM;
@@ -473,13 +500,23 @@ int msg_encode(const msg_t *msg, void **buf, size_t *len)
     memcpy(p + MSG_HEADER_SIZE, msg->topic, topic_len);
     if (body_len > 0)
         memcpy(p + MSG_HEADER_SIZE + topic_len, body, body_len);
-    if (msg->payload_len > 0)
+    if (with_payload && msg->payload_len > 0)
         memcpy(p + MSG_HEADER_SIZE + topic_len + body_len, msg->payload,
                msg->payload_len);
     free(body);
     *buf = p;
     *len = total;
     return 0;
+}
+
+int msg_encode(const msg_t *msg, void **buf, size_t *len)
+{
+    return encode(msg, true, buf, len);
+}
+
+int msg_encode_head(const msg_t *msg, void **buf, size_t *len)
+{
+    return encode(msg, false, buf, len);
 }
 
 int msg_decode(const void *buf, size_t len, msg_t **msgp, eddy_error_t *err)
@@ -613,6 +650,25 @@ static size_t min_size(size_t a, size_t b)
     return a < b ? a : b;
 }
 
+/* The partial frame is complete: make the message and deliver it. */
+static int decoder_finish(msg_decoder_t *d,
+                          msg_decoder_f cb,
+                          void *arg,
+                          eddy_error_t *e)
+{
+    void *payload = d->payload;
+    msg_t *msg;
+
+    /* build_msg consumes the payload buffer either way. */
+    d->payload = NULL;
+    if (build_msg(&d->hdr, d->meta, NULL, payload, &msg, e) < 0)
+        return decoder_fail(d, e);
+    /* Ready for the next frame before the callback runs. */
+    decoder_reset(d);
+    cb(msg, arg);
+    return 0;
+}
+
 int msg_decoder_feed(msg_decoder_t *d,
                      const void *data,
                      size_t len,
@@ -689,18 +745,36 @@ int msg_decoder_feed(msg_decoder_t *d,
             p += n;
             len -= n;
         }
-        if (d->meta_have == meta_len && d->payload_have == d->hdr.payload_len) {
-            void *payload = d->payload;
-
-            /* build_msg consumes the payload buffer either way. */
-            d->payload = NULL;
-            if (build_msg(&d->hdr, d->meta, NULL, payload, &msg, e) < 0)
-                return decoder_fail(d, e);
-            /* Ready for the next frame before the callback runs. */
-            decoder_reset(d);
-            cb(msg, arg);
-        }
+        if (d->meta_have == meta_len && d->payload_have == d->hdr.payload_len &&
+            decoder_finish(d, cb, arg, e) < 0)
+            return -1;
     }
+    return 0;
+}
+
+size_t msg_decoder_payload_room(msg_decoder_t *d, void **ptr)
+{
+    if (!d || d->failed || d->hdr_have < MSG_HEADER_SIZE ||
+        d->meta_have < (size_t)d->hdr.topic_len + d->hdr.body_len ||
+        d->payload_have >= d->hdr.payload_len)
+        return 0;
+    *ptr = d->payload + d->payload_have;
+    return d->hdr.payload_len - d->payload_have;
+}
+
+int msg_decoder_payload_filled(
+    msg_decoder_t *d, size_t n, msg_decoder_f cb, void *arg, eddy_error_t *err)
+{
+    eddy_error_t tmp;
+    void *ptr;
+
+    if (!d || !cb || n == 0 || n > msg_decoder_payload_room(d, &ptr)) {
+        errno = EINVAL;
+        return errprintf(err, "msg: invalid argument");
+    }
+    d->payload_have += n;
+    if (d->payload_have == d->hdr.payload_len)
+        return decoder_finish(d, cb, arg, err ? err : &tmp);
     return 0;
 }
 

@@ -75,8 +75,10 @@ typedef struct msg {
     uint32_t errnum;
     char *topic;
     json_t *body;  /* NULL or a JSON object; owned */
-    void *payload; /* owned */
+    void *payload; /* owned, unless payload_owner is set */
     size_t payload_len;
+    struct msg *payload_owner; /* msg_create_shared(): whose payload this
+                                  is (a reference held); else NULL */
 } msg_t;
 
 /* Create a message.  'body' may be NULL; its reference is stolen (also on
@@ -106,6 +108,20 @@ const char *msg_errstr(const msg_t *msg);
  * (message breaks a limit or an invariant) or ENOMEM. */
 int msg_encode(const msg_t *msg, void **buf, size_t *len);
 
+/* Like msg_create() with the payload of 'owner' shared, not copied: the
+ * new message holds a reference to 'owner' (messages are not changed once
+ * made, so bulk data can be passed on to many without a copy each).
+ * 'body' is stolen.  NULL with errno as msg_create(). */
+msg_t *msg_create_shared(int type,
+                         const char *topic,
+                         json_t *body,
+                         const msg_t *owner);
+
+/* Like msg_encode() without the payload: the frame's first bytes (whose
+ * header still counts the payload), for a sender that writes
+ * msg->payload itself right after them (no copy of bulk data). */
+int msg_encode_head(const msg_t *msg, void **buf, size_t *len);
+
 /* Decode exactly one frame occupying all of buf[0..len).  On failure -1
  * with errno EPROTO (malformed: the message says which field and why),
  * EMSGSIZE (a length over its limit) or ENOMEM, and '*msgp' untouched. */
@@ -131,6 +147,20 @@ int msg_decoder_feed(msg_decoder_t *d,
                      msg_decoder_f cb,
                      void *arg,
                      eddy_error_t *err);
+
+/* Reading a large payload straight into place (no copy through a read
+ * buffer): while the decoder is inside a frame's payload, the room left in
+ * it, with '*ptr' where the next byte goes; 0 otherwise (then feed bytes
+ * with msg_decoder_feed()).  The room stays valid until the next call of
+ * either function. */
+size_t msg_decoder_payload_room(msg_decoder_t *d, void **ptr);
+
+/* 'n' bytes (1 .. the room) were written at the room's start: account for
+ * them, and deliver the frame through 'cb' if they complete it.  0, or -1
+ * with errno (EINVAL for a bad 'n'; a frame that cannot be built fails the
+ * decoder as msg_decoder_feed() does). */
+int msg_decoder_payload_filled(
+    msg_decoder_t *d, size_t n, msg_decoder_f cb, void *arg, eddy_error_t *err);
 /* Change the largest frame accepted (0 = MSG_FRAME_MAX) for frames whose
  * header has not been seen yet, e.g. raise it once a peer authenticated. */
 void msg_decoder_set_max_frame(msg_decoder_t *d, size_t max_frame);

@@ -7,6 +7,7 @@
  * anywhere, including the connection's own recv and close callbacks.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,11 +40,16 @@ struct msgconn {
     char readbuf[READ_BUF_SIZE];
 };
 
+/* Payloads from this size on are written from the message itself (held
+ * until the write completes) rather than copied into the frame buffer. */
+#define MSGCONN_ZEROCOPY_MIN (64u << 10)
+
 struct write_req {
     uv_write_t req;
     msgconn_t *c;
     void *buf;
-    size_t len;
+    size_t len; /* all bytes written: buf's and the payload's */
+    msg_t *msg; /* whose payload follows buf, or NULL */
 };
 
 static void trace_msg(msgconn_t *c, const char *dir, const msg_t *msg)
@@ -85,10 +91,19 @@ static void on_close(uv_handle_t *h)
     }
 }
 
+/* Inside a large payload, read straight into the message's buffer; else
+ * into ours, for the decoder to parse. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     msgconn_t *c = h->data;
+    void *room;
+    size_t n = c->decoder ? msg_decoder_payload_room(c->decoder, &room) : 0;
 
+    if (n >= sizeof(c->readbuf)) {
+        buf->base = room;
+        buf->len = n > UINT_MAX ? UINT_MAX : n;
+        return;
+    }
     buf->base = c->readbuf;
     buf->len = sizeof(c->readbuf);
 }
@@ -135,7 +150,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
     if (c->closed || c->destroyed)
         return;
-    if (nread > 0) {
+    if (nread > 0 && buf->base != c->readbuf) {
+        if (msg_decoder_payload_filled(c->decoder, (size_t)nread, on_msg, c,
+                                       &err) < 0)
+            conn_fail(c, errno, "protocol error: %s", err.text);
+    } else if (nread > 0) {
         if (msg_decoder_feed(c->decoder, buf->base, (size_t)nread, on_msg, c,
                              &err) < 0)
             conn_fail(c, errno, "protocol error: %s", err.text);
@@ -152,6 +171,7 @@ static void on_write(uv_write_t *req, int status)
 
     c->queued -= w->len;
     free(w->buf);
+    msg_decref(w->msg);
     free(w);
     /* UV_ECANCELED means we closed the stream ourselves. */
     if (status < 0 && status != UV_ECANCELED)
@@ -218,7 +238,8 @@ void msgconn_destroy(msgconn_t *c)
 int msgconn_send(msgconn_t *c, const msg_t *msg)
 {
     struct write_req *w;
-    uv_buf_t b;
+    uv_buf_t b[2];
+    bool zerocopy;
     int rc;
 
     if (!c || !msg) {
@@ -233,20 +254,31 @@ int msgconn_send(msgconn_t *c, const msg_t *msg)
         errno = ENOMEM;
         return -1;
     }
-    if (msg_encode(msg, &w->buf, &w->len) < 0) {
+    /* bulk data goes from the message as it is: a second buffer */
+    zerocopy = msg->payload_len >= MSGCONN_ZEROCOPY_MIN;
+    if ((zerocopy ? msg_encode_head(msg, &w->buf, &w->len)
+                  : msg_encode(msg, &w->buf, &w->len)) < 0) {
         int saved_errno = errno;
         free(w);
         errno = saved_errno;
         return -1;
     }
     w->c = c;
-    b = uv_buf_init(w->buf, (unsigned int)w->len);
+    b[0] = uv_buf_init(w->buf, (unsigned int)w->len);
+    if (zerocopy) {
+        /* messages are not changed once sent, so a reference is enough */
+        w->msg = msg_incref((msg_t *)msg);
+        b[1] = uv_buf_init(msg->payload, (unsigned int)msg->payload_len);
+        w->len += msg->payload_len;
+    }
     if (c->trace)
         trace_msg(c, "send", msg);
     c->queued += w->len;
-    if ((rc = uv_write(&w->req, c->stream, &b, 1, on_write)) < 0) {
+    if ((rc = uv_write(&w->req, c->stream, b, zerocopy ? 2 : 1, on_write)) <
+        0) {
         c->queued -= w->len;
         free(w->buf);
+        msg_decref(w->msg);
         free(w);
         errno = -rc;
         return -1;

@@ -70,6 +70,10 @@ state_of() {
     wait_until 20 sh -c "[ \$(eddy job info --json $b | jq -r .state) = SCHED ]"
     eddy job attach "$b" >"$T/att.out" 2>"$T/att.err" &
     apid=$!
+    # once it runs eddy, SIGINT is ignored (as for any background job)
+    # until its handler is in place; before that exec, a loaded machine
+    # may still be in the window where the forked shell has not set it
+    wait_until 10 sh -c "[ \"\$(cat /proc/$apid/comm 2>/dev/null)\" = eddy ]"
     # interrupt it until it has its handler in place and leaves (the
     # first SIGINT it handles makes it detach)
     wait_until 10 sh -c "kill -INT $apid 2>/dev/null; ! kill -0 $apid 2>/dev/null"

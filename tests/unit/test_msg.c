@@ -691,6 +691,110 @@ static void test_decoder_args(void **state)
     assert_int_equal(errno, 42);
 }
 
+/* Reading a payload in place: header and meta through msg_decoder_feed(),
+ * the payload through payload_room/payload_filled, as msgconn does. */
+static int inplace_count;
+static msg_t *inplace_msg;
+
+static void inplace_cb(msg_t *msg, void *arg)
+{
+    (void)arg;
+    inplace_count++;
+    msg_decref(inplace_msg);
+    inplace_msg = msg;
+}
+
+static void test_decoder_payload_in_place(void **state)
+{
+    size_t plen = (1u << 20) + 3, len, head, off;
+    unsigned char *payload = malloc(plen);
+    msg_decoder_t *d = msg_decoder_create(0);
+    void *buf, *room;
+    msg_t *m;
+
+    (void)state;
+    assert_non_null(payload);
+    assert_non_null(d);
+    for (size_t i = 0; i < plen; i++)
+        payload[i] = (unsigned char)(i * 7);
+    m = msg_create(MSG_REQUEST, "bcast.chunk", json_pack("{s:i}", "sid", 3),
+                   payload, plen);
+    assert_non_null(m);
+    assert_int_equal(msg_encode(m, &buf, &len), 0);
+    head = len - plen;
+    /* no room before the payload starts */
+    assert_int_equal(msg_decoder_payload_room(d, &room), 0);
+    assert_int_equal(msg_decoder_feed(d, buf, head, inplace_cb, NULL, NULL), 0);
+    /* in pieces of odd sizes, straight into the room */
+    for (off = 0; off < plen;) {
+        size_t n = msg_decoder_payload_room(d, &room);
+        size_t k = n < 100000 ? n : 100000;
+        assert_int_equal(n, plen - off);
+        memcpy(room, (char *)buf + head + off, k);
+        assert_int_equal(
+            msg_decoder_payload_filled(d, k, inplace_cb, NULL, NULL), 0);
+        off += k;
+    }
+    assert_int_equal(inplace_count, 1);
+    assert_non_null(inplace_msg);
+    assert_string_equal(inplace_msg->topic, "bcast.chunk");
+    assert_int_equal(inplace_msg->payload_len, plen);
+    assert_memory_equal(inplace_msg->payload, payload, plen);
+    /* back to the start of a frame: no room, and filled refuses */
+    assert_int_equal(msg_decoder_payload_room(d, &room), 0);
+    errno = 0;
+    assert_int_equal(msg_decoder_payload_filled(d, 1, inplace_cb, NULL, NULL),
+                     -1);
+    assert_int_equal(errno, EINVAL);
+    /* more than the room is refused, nothing changes */
+    assert_int_equal(msg_decoder_feed(d, buf, head, inplace_cb, NULL, NULL), 0);
+    errno = 0;
+    assert_int_equal(
+        msg_decoder_payload_filled(d, plen + 1, inplace_cb, NULL, NULL), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(msg_decoder_payload_room(d, &room), plen);
+    msg_decoder_destroy(d);
+    msg_decref(inplace_msg);
+    inplace_msg = NULL;
+    free(buf);
+    msg_decref(m);
+    free(payload);
+}
+
+/* A shared payload: no copy, the owner outlives its sharers, and the
+ * encoded head plus the payload make the whole frame. */
+static void test_shared_and_head(void **state)
+{
+    msg_t *owner = msg_create(MSG_REQUEST, "a", NULL, "0123456789", 10);
+    msg_t *s1, *s2;
+    void *whole, *head;
+    size_t wlen, hlen;
+
+    (void)state;
+    assert_non_null(owner);
+    s1 = msg_create_shared(MSG_REQUEST, "b", json_object(), owner);
+    s2 = msg_create_shared(MSG_REQUEST, "c", NULL, owner);
+    assert_non_null(s1);
+    assert_non_null(s2);
+    assert_ptr_equal(s1->payload, owner->payload);
+    assert_int_equal(s2->payload_len, 10);
+    assert_int_equal(owner->refcount, 3);
+    msg_decref(owner); /* the sharers keep it */
+    assert_memory_equal(s1->payload, "0123456789", 10);
+    assert_int_equal(msg_encode(s1, &whole, &wlen), 0);
+    assert_int_equal(msg_encode_head(s1, &head, &hlen), 0);
+    assert_int_equal(hlen + 10, wlen);
+    assert_memory_equal(head, whole, hlen);
+    assert_memory_equal((char *)whole + hlen, "0123456789", 10);
+    free(whole);
+    free(head);
+    msg_decref(s1);
+    msg_decref(s2);
+    errno = 0;
+    assert_null(msg_create_shared(MSG_REQUEST, "d", json_object(), NULL));
+    assert_int_equal(errno, EINVAL);
+}
+
 int main(void)
 {
     const char *scale = getenv("EDDY_TEST_TIMEOUT_SCALE");
@@ -708,6 +812,8 @@ int main(void)
         cmocka_unit_test(test_response_and_error),
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_decoder_args),
+        cmocka_unit_test(test_decoder_payload_in_place),
+        cmocka_unit_test(test_shared_and_head),
     };
 
     /* A hung test fails instead of blocking the suite. */
