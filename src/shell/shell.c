@@ -39,7 +39,8 @@ struct stask {
     bool forked;   /* a process exists or existed: it must be reaped */
     bool exited;   /* reaped (by us or by the task engine) */
     bool reported; /* its "exit" or "exception" was sent */
-    bool stopped;  /* stop=exec: seen at its exec stop and detached */
+    bool detached; /* stop=exec: seen at its exec stop and detached */
+    bool stopped;  /* ... and seen stopped (SIGSTOP) after that, or let go */
     /* PMI: our end of the task's PMI_FD socket */
     struct shell *sh;
     int pmi_fd; /* until handed to pmi_pipe; -1 */
@@ -225,15 +226,27 @@ static struct stask *find_pid(struct shell *sh, pid_t pid)
     return NULL;
 }
 
+/* A detached task is really stopped (or was let go): once all are, the
+ * tasks are held and their pids final. */
+static void stop_confirmed(struct shell *sh, struct stask *st)
+{
+    if (st->stopped)
+        return;
+    st->stopped = true;
+    if (++sh->nstopped == sh->ntasks) {
+        report_started(sh);
+        report_held(sh, sh->ntasks);
+    }
+}
+
 /* stop=exec: a traced task stopped, normally with the SIGTRAP of its
  * exec.  Detach leaving it in SIGSTOP for a debugger (or running, if the
- * release already came); once every task got there, the tasks are held
- * and their pids final. */
+ * release already came). */
 static void exec_stopped(struct shell *sh, struct stask *st, int sig)
 {
     int deliver;
 
-    if (st->stopped || sh->stop != STOP_EXEC)
+    if (st->detached || sh->stop != STOP_EXEC)
         return; /* not traced (any more): a plain stop */
     if (sh->released)
         deliver = sig == SIGTRAP ? 0 : sig;
@@ -242,11 +255,11 @@ static void exec_stopped(struct shell *sh, struct stask *st, int sig)
     if (task_trace_detach(st->t, deliver) < 0)
         fprintf(stderr, "eddy-shell: job %ju: rank %u: cannot detach: %s\n",
                 (uintmax_t)sh->id, st->rank, strerror(errno));
-    st->stopped = true;
-    if (++sh->nstopped == sh->ntasks) {
-        report_started(sh);
-        report_held(sh, sh->ntasks);
-    }
+    st->detached = true;
+    /* The SIGSTOP takes effect when the task next runs: it is held (for a
+     * debugger to find it stopped) once reap() sees that stop. */
+    if (deliver != SIGSTOP)
+        stop_confirmed(sh, st);
 }
 
 static void reap(struct shell *sh)
@@ -255,11 +268,15 @@ static void reap(struct shell *sh)
     pid_t pid;
     int status;
 
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    /* WUNTRACED: the SIGSTOP of a task detached at its exec stop */
+    while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
         if (!(st = find_pid(sh, pid)) || st->exited)
             continue;
         if (WIFSTOPPED(status)) {
-            exec_stopped(sh, st, WSTOPSIG(status));
+            if (st->detached && WSTOPSIG(status) == SIGSTOP)
+                stop_confirmed(sh, st);
+            else
+                exec_stopped(sh, st, WSTOPSIG(status));
             continue;
         }
         if (!WIFEXITED(status) && !WIFSIGNALED(status))
@@ -391,8 +408,10 @@ static void do_release(struct shell *sh, bool untraced)
         /* those not yet at their exec stop are detached running */
         for (i = 0; i < sh->ntasks; i++) {
             struct stask *st = &sh->tasks[i];
-            if (!st->stopped || st->exited)
+            if (!st->detached || st->exited)
                 continue;
+            /* a SIGCONT also cancels a SIGSTOP not yet taken */
+            stop_confirmed(sh, st);
             if (untraced && is_traced(task_pid(st->t)))
                 continue;
             (void)task_kill(st->t, SIGCONT);
