@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -31,6 +30,7 @@
 #include <zstd.h>
 
 #include "bcast_sink.h"
+#include "tempname.h"
 #include "errprintf.h"
 #include "quote.h"
 
@@ -40,12 +40,6 @@
 
 /* How much of a (network-supplied) path we quote in messages. */
 #define PATH_QUOTE_MAX 160
-
-/* The temp name is ".NAME.eddy-XXXXXX": 13 bytes around NAME, which is cut
- * so the whole fits in NAME_MAX. */
-#define TMP_EXTRA 13
-#define TMP_NAME_CUT (NAME_MAX - TMP_EXTRA)
-#define TMP_TRIES 100
 
 /* Gaps are hashed as zeros in pieces of this size (fits in L2). */
 #define ZEROS_SIZE (64u << 10)
@@ -175,28 +169,6 @@ static int open_beneath(int base, const char *dir)
     return fd;
 }
 
-/* Fill 'buf' with 6 characters for a temp name. */
-static void random_suffix(char buf[7])
-{
-    static const char set[] = "abcdefghijklmnopqrstuvwxyz"
-                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static _Atomic unsigned counter;
-    uint64_t r;
-
-    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-        struct timespec ts;
-        /* Uniqueness comes from O_EXCL and retries; this only spreads. */
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
-            ((uint64_t)getpid() << 40) ^ (uint64_t)++counter * 2654435761u;
-    }
-    for (int i = 0; i < 6; i++) {
-        buf[i] = set[r % (sizeof(set) - 1)];
-        r /= sizeof(set) - 1;
-    }
-    buf[6] = '\0';
-}
-
 /* Create the temp file beside the destination.  Without PRESERVE it is
  * created 0666 so that the kernel applies the umask (and any default ACL)
  * exactly as for cp; we note the result and drop to 0600 before any data
@@ -205,20 +177,15 @@ static void random_suffix(char buf[7])
  * from the start, since the final mode may be stricter than the umask's. */
 static int create_temp(bcast_sink_t *k, eddy_error_t *err)
 {
-    char sfx[7];
-    size_t n = strlen(k->name);
-    int cut = (int)(n < TMP_NAME_CUT ? n : TMP_NAME_CUT);
-    size_t sz = (size_t)cut + TMP_EXTRA + 1;
     mode_t mode = (k->flags & BCAST_F_PRESERVE) ? 0600 : 0666;
     struct stat st;
 
-    if (!(k->tmpname = malloc(sz))) {
-        errno = ENOMEM;
-        return errprintf(err, "bcast: out of memory");
-    }
-    for (int i = 0; i < TMP_TRIES; i++) {
-        random_suffix(sfx);
-        snprintf(k->tmpname, sz, ".%.*s.eddy-%s", cut, k->name, sfx);
+    for (int i = 0; i < TEMPNAME_TRIES; i++) {
+        free(k->tmpname);
+        if (!(k->tmpname = tempname_create(k->name))) {
+            errno = ENOMEM;
+            return errprintf(err, "bcast: out of memory");
+        }
         k->fd =
             openat(k->dirfd, k->tmpname,
                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);

@@ -28,12 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bcast_tree.h"
+#include "tempname.h"
 #include "errprintf.h"
 #include "quote.h"
 #include "rmtree.h"
@@ -55,12 +55,6 @@
 #define SHOWN_MAX 120
 #define SHOWN_HEAD 40
 #define SHOWN_TAIL (SHOWN_MAX - SHOWN_HEAD - 3)
-
-/* The temp name is ".NAME.eddy-XXXXXX": 13 bytes around NAME, which is cut
- * so the whole fits in NAME_MAX. */
-#define TMP_EXTRA 13
-#define TMP_NAME_CUT (NAME_MAX - TMP_EXTRA)
-#define TMP_TRIES 100
 
 /* An end-of-archive marker: two 512-byte blocks of zeros. */
 #define TAR_END_SIZE 1024
@@ -747,47 +741,6 @@ struct extract {
     eddy_error_t *err;
 };
 
-/* Fill 'buf' with 6 characters for a temp name. */
-static void random_suffix(char buf[7])
-{
-    static const char set[] = "abcdefghijklmnopqrstuvwxyz"
-                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static _Atomic unsigned counter;
-    uint64_t r;
-
-    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-        struct timespec ts;
-        /* Uniqueness comes from mkdir's EEXIST and retries; this only
-         * spreads the names. */
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
-            ((uint64_t)getpid() << 40) ^ (uint64_t)++counter * 2654435761u;
-    }
-    for (int i = 0; i < 6; i++) {
-        buf[i] = set[r % (sizeof(set) - 1)];
-        r /= sizeof(set) - 1;
-    }
-    buf[6] = '\0';
-}
-
-/* A new name ".NAME.eddy-XXXXXX" for 'name' (caller frees). */
-static char *temp_name(const char *name)
-{
-    char sfx[7];
-    size_t n = strlen(name);
-    int cut = (int)(n < TMP_NAME_CUT ? n : TMP_NAME_CUT);
-    size_t sz = (size_t)cut + TMP_EXTRA + 1;
-    char *s = malloc(sz);
-
-    if (!s) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    random_suffix(sfx);
-    snprintf(s, sz, ".%.*s.eddy-%s", cut, name, sfx);
-    return s;
-}
-
 /* Split x->dest into parent and name; open the parent. */
 static int open_parent(struct extract *x)
 {
@@ -870,9 +823,9 @@ static int make_temp(struct extract *x)
     char *real = NULL;
     size_t sz;
 
-    for (int i = 0; i < TMP_TRIES; i++) {
+    for (int i = 0; i < TEMPNAME_TRIES; i++) {
         free(x->tmpname);
-        if (!(x->tmpname = temp_name(x->name))) {
+        if (!(x->tmpname = tempname_create(x->name))) {
             errno = ENOMEM;
             return errprintf(x->err, "bcast: out of memory");
         }
@@ -880,7 +833,7 @@ static int make_temp(struct extract *x)
          * result is the mode a directory gets here without PRESERVE */
         if (mkdirat(x->pfd, x->tmpname, 0777) == 0)
             break;
-        if (errno != EEXIST || i == TMP_TRIES - 1) {
+        if (errno != EEXIST || i == TEMPNAME_TRIES - 1) {
             int e = errno;
             free(x->tmpname);
             x->tmpname = NULL;
@@ -1205,11 +1158,11 @@ static int replace_fallback(struct extract *x)
     char *aside = NULL;
     int rc = -1;
 
-    for (int i = 0; i < TMP_TRIES; i++) {
+    for (int i = 0; i < TEMPNAME_TRIES; i++) {
         struct stat st;
 
         free(aside);
-        if (!(aside = temp_name(x->name))) {
+        if (!(aside = tempname_create(x->name))) {
             errno = ENOMEM;
             return errprintf(x->err, "bcast: out of memory");
         }

@@ -20,13 +20,13 @@
  * entries and strings into the target.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "errprintf.h"
 #include "proctable.h"
+#include "varint.h"
 
 #define MAGIC_LEN 4
 #define HEADER_LEN (MAGIC_LEN + 1)
@@ -460,42 +460,6 @@ bool proctable_is_complete(proctable_t *pt, uint32_t n)
 
 /* --- encoding ------------------------------------------------------------- */
 
-/* Writes to p, or only counts bytes when p is NULL (the sizing pass). */
-struct writer {
-    uint8_t *p;
-    size_t pos;
-};
-
-static void put_bytes(struct writer *w, const void *b, size_t len)
-{
-    if (w->p)
-        memcpy(w->p + w->pos, b, len);
-    w->pos += len;
-}
-
-static void put_varint(struct writer *w, uint32_t v)
-{
-    uint8_t b[5];
-    size_t n = 0;
-
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    put_bytes(w, b, n);
-}
-
-static uint32_t zigzag(uint32_t d)
-{
-    return (d << 1) ^ (0u - (d >> 31));
-}
-
-static uint32_t unzigzag(uint32_t v)
-{
-    return (v >> 1) ^ (0u - (v & 1));
-}
-
 /* One past the last entry of the run starting at ents[i] (sorted). */
 static size_t run_end(const proctable_t *pt, size_t i)
 {
@@ -531,33 +495,33 @@ static void strmap_use(struct strmap *m, uint32_t idx)
 static void emit(const proctable_t *pt,
                  const struct strmap *m,
                  uint32_t nruns,
-                 struct writer *w)
+                 struct varint_writer *w)
 {
     uint64_t next_rank = 0;
     uint32_t broker = 0;
     uint32_t pid = 0;
 
-    put_bytes(w, PROCTABLE_MAGIC, MAGIC_LEN);
-    put_bytes(w, &(uint8_t){PROCTABLE_VERSION}, 1);
-    put_varint(w, m->n);
+    varint_write_bytes(w, PROCTABLE_MAGIC, MAGIC_LEN);
+    varint_write_bytes(w, &(uint8_t){PROCTABLE_VERSION}, 1);
+    varint_write(w, m->n);
     for (uint32_t k = 0; k < m->n; k++) {
         const struct pstr *s = &pt->strs[m->order[k]];
-        put_varint(w, s->len);
-        put_bytes(w, s->s, s->len);
+        varint_write(w, s->len);
+        varint_write_bytes(w, s->s, s->len);
     }
-    put_varint(w, nruns);
+    varint_write(w, nruns);
     for (size_t i = 0, end; i < pt->n; i = end) {
         const struct pentry *a = &pt->ents[i];
 
         end = run_end(pt, i);
-        put_varint(w, (uint32_t)(a->rank - next_rank));
-        put_varint(w, (uint32_t)(end - i));
-        put_varint(w, zigzag(a->broker_rank - broker));
-        put_varint(w, m->local[a->host]);
-        put_varint(w, m->local[a->exe]);
-        put_varint(w, (uint32_t)a->appnum);
+        varint_write(w, (uint32_t)(a->rank - next_rank));
+        varint_write(w, (uint32_t)(end - i));
+        varint_write(w, varint_zigzag(a->broker_rank - broker));
+        varint_write(w, m->local[a->host]);
+        varint_write(w, m->local[a->exe]);
+        varint_write(w, (uint32_t)a->appnum);
         for (size_t j = i; j < end; j++) {
-            put_varint(w, zigzag((uint32_t)pt->ents[j].pid - pid));
+            varint_write(w, varint_zigzag((uint32_t)pt->ents[j].pid - pid));
             pid = (uint32_t)pt->ents[j].pid;
         }
         next_rank = (uint64_t)pt->ents[end - 1].rank + 1;
@@ -568,7 +532,7 @@ static void emit(const proctable_t *pt,
 int proctable_encode(proctable_t *pt, void **buf, size_t *len)
 {
     struct strmap m = {0};
-    struct writer w = {0};
+    struct varint_writer w = {0};
     uint32_t nruns = 0;
     size_t size;
 
@@ -607,72 +571,14 @@ nomem:
 
 /* --- decoding ------------------------------------------------------------- */
 
-struct reader {
-    const uint8_t *p;
-    size_t len;
-    size_t pos;
-    eddy_error_t *err;
-    const char *ctx; /* "string", "run" or NULL: which item is being read */
-    uint32_t ctx_idx;
-};
-
-static int protoerr(struct reader *r, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* EPROTO with "proctable: byte OFF: [ITEM N: ]what". */
-static int protoerr(struct reader *r, size_t off, const char *fmt, ...)
-{
-    char msg[160];
-    va_list ap;
-
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    errno = EPROTO;
-    if (r->ctx)
-        return errprintf(r->err, "proctable: byte %zu: %s %u: %s", off, r->ctx,
-                         r->ctx_idx, msg);
-    return errprintf(r->err, "proctable: byte %zu: %s", off, msg);
-}
-
-static int nomem(struct reader *r)
+static int nomem(struct varint_reader *r)
 {
     errno = ENOMEM;
     return errprintf(r->err, "proctable: out of memory");
 }
 
-static size_t left(const struct reader *r)
-{
-    return r->len - r->pos;
-}
-
-static int get_varint(struct reader *r, uint32_t *v, const char *what)
-{
-    size_t off = r->pos;
-    uint32_t val = 0;
-
-    for (int i = 0; i < 5; i++) {
-        uint8_t b;
-
-        if (r->pos >= r->len)
-            return protoerr(r, off, "%s: truncated", what);
-        b = r->p[r->pos++];
-        if (i == 4 && b > 0x0f)
-            return protoerr(r, off, "%s: varint exceeds 32 bits", what);
-        val |= (uint32_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            if (b == 0 && i > 0)
-                return protoerr(r, off, "%s: varint not in shortest form",
-                                what);
-            *v = val;
-            return 0;
-        }
-    }
-    return protoerr(r, off, "%s: varint exceeds 32 bits", what); /* unreached */
-}
-
 /* Check a string index of a run: in range, and in order of first use. */
-static int check_index(struct reader *r,
+static int check_index(struct varint_reader *r,
                        size_t off,
                        uint32_t idx,
                        uint32_t nstrings,
@@ -680,47 +586,47 @@ static int check_index(struct reader *r,
                        const char *what)
 {
     if (idx >= nstrings)
-        return protoerr(r, off, "%s index %u is out of range (%u strings)",
-                        what, idx, nstrings);
+        return varint_error(r, off, "%s index %u is out of range (%u strings)",
+                            what, idx, nstrings);
     if (idx > *next_new)
-        return protoerr(r, off,
-                        "%s index %u comes before the first use of string "
-                        "%u (strings must be listed in order of first use)",
-                        what, idx, *next_new);
+        return varint_error(r, off,
+                            "%s index %u comes before the first use of string "
+                            "%u (strings must be listed in order of first use)",
+                            what, idx, *next_new);
     if (idx == *next_new)
         (*next_new)++;
     return 0;
 }
 
 /* Offset of string 'idx' in a string table already read successfully. */
-static size_t string_offset(const uint8_t *p, size_t table_off, uint32_t idx)
+static size_t string_offset(const uint8_t *p,
+                            size_t len,
+                            size_t table_off,
+                            uint32_t idx)
 {
     size_t pos = table_off;
 
     for (uint32_t i = 0; i < idx; i++) {
-        uint32_t len = 0;
-        int shift = 0;
-        uint8_t b;
+        uint32_t slen = 0;
 
-        do {
-            b = p[pos++];
-            len |= (uint32_t)(b & 0x7f) << shift;
-            shift += 7;
-        } while (b & 0x80);
-        pos += len;
+        (void)varint_get(p, len, &pos, &slen); /* read before: cannot fail */
+        pos += slen;
     }
     return pos;
 }
 
-static int read_strings(struct reader *r, proctable_t *t, uint32_t *nstrings)
+static int read_strings(struct varint_reader *r,
+                        proctable_t *t,
+                        uint32_t *nstrings)
 {
     size_t off = r->pos;
 
-    if (get_varint(r, nstrings, "string count") < 0)
+    if (varint_read(r, nstrings, "string count") < 0)
         return -1;
-    if (*nstrings > left(r) / MIN_STRING_BYTES)
-        return protoerr(r, off, "%u strings cannot fit in the %zu bytes left",
-                        *nstrings, left(r));
+    if (*nstrings > varint_left(r) / MIN_STRING_BYTES)
+        return varint_error(r, off,
+                            "%u strings cannot fit in the %zu bytes left",
+                            *nstrings, varint_left(r));
     if (strs_reserve(t, *nstrings) < 0)
         return nomem(r);
     for (uint32_t i = 0; i < *nstrings; i++) {
@@ -732,22 +638,22 @@ static int read_strings(struct reader *r, proctable_t *t, uint32_t *nstrings)
         r->ctx = "string";
         r->ctx_idx = i;
         off = r->pos;
-        if (get_varint(r, &len, "length") < 0)
+        if (varint_read(r, &len, "length") < 0)
             return -1;
         if (len == 0)
-            return protoerr(r, off, "empty");
+            return varint_error(r, off, "empty");
         if (len > PROCTABLE_STR_MAX)
-            return protoerr(r, off, "length %u exceeds %d", len,
-                            PROCTABLE_STR_MAX);
-        if (len > left(r))
-            return protoerr(r, off, "length %u but only %zu bytes left", len,
-                            left(r));
+            return varint_error(r, off, "length %u exceeds %d", len,
+                                PROCTABLE_STR_MAX);
+        if (len > varint_left(r))
+            return varint_error(r, off, "length %u but only %zu bytes left",
+                                len, varint_left(r));
         s = (const char *)r->p + r->pos;
         if ((nul = memchr(s, '\0', len)))
-            return protoerr(r, r->pos + (size_t)(nul - s), "NUL inside");
+            return varint_error(r, r->pos + (size_t)(nul - s), "NUL inside");
         hash = str_hash(s, len);
         if ((dup = str_find(t, s, len, hash)) != NOT_FOUND)
-            return protoerr(r, off, "duplicates string %zu", dup);
+            return varint_error(r, off, "duplicates string %zu", dup);
         if (!(copy = str_copy(s, len)))
             return nomem(r);
         str_commit(t, copy, len, hash);
@@ -765,7 +671,7 @@ struct run {
 };
 
 /* Read the runs into 't'; *used is how many strings they referenced. */
-static int read_runs(struct reader *r,
+static int read_runs(struct varint_reader *r,
                      proctable_t *t,
                      uint32_t nstrings,
                      uint32_t *used)
@@ -777,11 +683,11 @@ static int read_runs(struct reader *r,
     int64_t pid = 0;
     struct run prev = {0};
 
-    if (get_varint(r, &nruns, "run count") < 0)
+    if (varint_read(r, &nruns, "run count") < 0)
         return -1;
-    if (nruns > left(r) / MIN_RUN_BYTES)
-        return protoerr(r, off, "%u runs cannot fit in the %zu bytes left",
-                        nruns, left(r));
+    if (nruns > varint_left(r) / MIN_RUN_BYTES)
+        return varint_error(r, off, "%u runs cannot fit in the %zu bytes left",
+                            nruns, varint_left(r));
     for (uint32_t k = 0; k < nruns; k++) {
         size_t run_off = r->pos, off_gap, off_count, off_host, off_exe, off_app;
         uint32_t gap, count, bdelta;
@@ -791,47 +697,47 @@ static int read_runs(struct reader *r,
         r->ctx = "run";
         r->ctx_idx = k;
         off_gap = r->pos;
-        if (get_varint(r, &gap, "gap") < 0)
+        if (varint_read(r, &gap, "gap") < 0)
             return -1;
         off_count = r->pos;
-        if (get_varint(r, &count, "count") < 0 ||
-            get_varint(r, &bdelta, "broker rank") < 0)
+        if (varint_read(r, &count, "count") < 0 ||
+            varint_read(r, &bdelta, "broker rank") < 0)
             return -1;
         off_host = r->pos;
-        if (get_varint(r, &cur.host, "hostname index") < 0)
+        if (varint_read(r, &cur.host, "hostname index") < 0)
             return -1;
         off_exe = r->pos;
-        if (get_varint(r, &cur.exe, "executable index") < 0)
+        if (varint_read(r, &cur.exe, "executable index") < 0)
             return -1;
         off_app = r->pos;
-        if (get_varint(r, &cur.appnum, "appnum") < 0)
+        if (varint_read(r, &cur.appnum, "appnum") < 0)
             return -1;
 
         first = next_rank + gap;
         if (first > UINT32_MAX)
-            return protoerr(r, off_gap, "first rank %llu exceeds %u",
-                            (unsigned long long)first, UINT32_MAX);
+            return varint_error(r, off_gap, "first rank %llu exceeds %u",
+                                (unsigned long long)first, UINT32_MAX);
         if (count == 0)
-            return protoerr(r, off_count, "count is 0");
+            return varint_error(r, off_count, "count is 0");
         if (first + count - 1 > UINT32_MAX)
-            return protoerr(r, off_count, "last rank %llu exceeds %u",
-                            (unsigned long long)(first + count - 1),
-                            UINT32_MAX);
-        cur.broker_rank = broker + unzigzag(bdelta);
+            return varint_error(r, off_count, "last rank %llu exceeds %u",
+                                (unsigned long long)(first + count - 1),
+                                UINT32_MAX);
+        cur.broker_rank = broker + varint_unzigzag(bdelta);
         if (check_index(r, off_host, cur.host, nstrings, &next_new,
                         "hostname") < 0 ||
             check_index(r, off_exe, cur.exe, nstrings, &next_new,
                         "executable") < 0)
             return -1;
         if (cur.appnum > INT32_MAX)
-            return protoerr(r, off_app, "appnum %u exceeds %d", cur.appnum,
-                            INT32_MAX);
+            return varint_error(r, off_app, "appnum %u exceeds %d", cur.appnum,
+                                INT32_MAX);
         if (k > 0 && gap == 0 && cur.broker_rank == prev.broker_rank &&
             cur.host == prev.host && cur.exe == prev.exe &&
             cur.appnum == prev.appnum)
-            return protoerr(r, run_off,
-                            "continues the previous run (runs must be "
-                            "maximal)");
+            return varint_error(r, run_off,
+                                "continues the previous run (runs must be "
+                                "maximal)");
         if (count > PROCTABLE_TASKS_MAX - t->n) {
             errno = E2BIG;
             return errprintf(r->err,
@@ -839,10 +745,10 @@ static int read_runs(struct reader *r,
                              "exceed the limit of %u",
                              off_count, k, count, PROCTABLE_TASKS_MAX);
         }
-        if (count > left(r))
-            return protoerr(r, off_count,
-                            "%u tasks cannot fit in the %zu bytes left", count,
-                            left(r));
+        if (count > varint_left(r))
+            return varint_error(r, off_count,
+                                "%u tasks cannot fit in the %zu bytes left",
+                                count, varint_left(r));
         if (ents_reserve(t, t->n + count) < 0)
             return nomem(r);
         for (uint32_t j = 0; j < count; j++) {
@@ -851,15 +757,15 @@ static int read_runs(struct reader *r,
             uint32_t v;
             int64_t d;
 
-            if (get_varint(r, &v, "pid") < 0)
+            if (varint_read(r, &v, "pid") < 0)
                 return -1;
-            v = unzigzag(v);
+            v = varint_unzigzag(v);
             d = (v & 0x80000000u) ? (int64_t)v - 0x100000000ll : (int64_t)v;
             pid += d;
             if (pid <= 0 || pid > INT32_MAX)
-                return protoerr(r, off_pid, "rank %llu: pid %lld is invalid",
-                                (unsigned long long)(first + j),
-                                (long long)pid);
+                return varint_error(
+                    r, off_pid, "rank %llu: pid %lld is invalid",
+                    (unsigned long long)(first + j), (long long)pid);
             pe.rank = (uint32_t)(first + j);
             pe.broker_rank = cur.broker_rank;
             pe.appnum = (int32_t)cur.appnum;
@@ -873,9 +779,9 @@ static int read_runs(struct reader *r,
         prev = cur;
     }
     r->ctx = NULL;
-    if (left(r) > 0)
-        return protoerr(r, r->pos, "%zu trailing bytes after the last run",
-                        left(r));
+    if (varint_left(r) > 0)
+        return varint_error(r, r->pos, "%zu trailing bytes after the last run",
+                            varint_left(r));
     *used = next_new;
     return 0;
 }
@@ -886,17 +792,18 @@ static int decode_into(proctable_t *t,
                        size_t len,
                        eddy_error_t *err)
 {
-    struct reader r = {.p = buf, .len = len, .err = err};
+    struct varint_reader r = {
+        .p = buf, .len = len, .name = "proctable", .err = err};
     uint32_t nstrings, used = 0;
     size_t table_off;
 
     if (len < HEADER_LEN)
-        return protoerr(&r, 0, "truncated header (%zu bytes)", len);
+        return varint_error(&r, 0, "truncated header (%zu bytes)", len);
     if (memcmp(r.p, PROCTABLE_MAGIC, MAGIC_LEN) != 0)
-        return protoerr(&r, 0, "bad magic (not a process table)");
+        return varint_error(&r, 0, "bad magic (not a process table)");
     if (r.p[MAGIC_LEN] != PROCTABLE_VERSION)
-        return protoerr(&r, MAGIC_LEN, "unsupported version %u (want %u)",
-                        r.p[MAGIC_LEN], PROCTABLE_VERSION);
+        return varint_error(&r, MAGIC_LEN, "unsupported version %u (want %u)",
+                            r.p[MAGIC_LEN], PROCTABLE_VERSION);
     r.pos = HEADER_LEN;
     /* Decoded entries arrive in rank order and never need the rank index;
      * it is built if the table is ever added or merged into. */
@@ -910,8 +817,8 @@ static int decode_into(proctable_t *t,
         return -1;
     /* Strings are first used in order, so 'used' is the first unused. */
     if (used != nstrings)
-        return protoerr(&r, string_offset(r.p, table_off, used),
-                        "string %u is never used", used);
+        return varint_error(&r, string_offset(r.p, r.len, table_off, used),
+                            "string %u is never used", used);
     return 0;
 }
 

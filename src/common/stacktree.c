@@ -19,7 +19,6 @@
  * and merge are all or nothing.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +27,7 @@
 #include "errprintf.h"
 #include "quote.h"
 #include "stacktree.h"
+#include "varint.h"
 
 #define MAGIC_LEN 4
 #define HEADER_LEN (MAGIC_LEN + 1)
@@ -666,66 +666,40 @@ int stacktree_merge(stacktree_t *t, const stacktree_t *src)
 
 /* --- encoding ------------------------------------------------------------- */
 
-/* Writes to p, or only counts bytes when p is NULL (the sizing pass). */
-struct writer {
-    uint8_t *p;
-    size_t pos;
-};
+static void put_kids(struct varint_writer *w, const struct node *n);
 
-static void put_bytes(struct writer *w, const void *b, size_t len)
+static void put_node(struct varint_writer *w, const struct node *n)
 {
-    if (w->p)
-        memcpy(w->p + w->pos, b, len);
-    w->pos += len;
-}
-
-static void put_varint(struct writer *w, uint32_t v)
-{
-    uint8_t b[5];
-    size_t n = 0;
-
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    put_bytes(w, b, n);
-}
-
-static void put_kids(struct writer *w, const struct node *n);
-
-static void put_node(struct writer *w, const struct node *n)
-{
-    put_varint(w, n->namelen);
-    put_bytes(w, n->name, n->namelen);
-    put_varint(w, n->ends.n);
+    varint_write(w, n->namelen);
+    varint_write_bytes(w, n->name, n->namelen);
+    varint_write(w, n->ends.n);
     for (uint32_t i = 0; i < n->ends.n; i++) {
         const struct run *r = &n->ends.r[i];
-        put_varint(w, i ? r->lo - (r[-1].hi + 2) : r->lo);
-        put_varint(w, r->hi - r->lo);
+        varint_write(w, i ? r->lo - (r[-1].hi + 2) : r->lo);
+        varint_write(w, r->hi - r->lo);
     }
     put_kids(w, n);
 }
 
-static void put_kids(struct writer *w, const struct node *n)
+static void put_kids(struct varint_writer *w, const struct node *n)
 {
-    put_varint(w, n->nkids);
+    varint_write(w, n->nkids);
     for (uint32_t i = 0; i < n->nkids; i++)
         put_node(w, n->kids[i]);
 }
 
-static void put_tree(struct writer *w, const stacktree_t *t)
+static void put_tree(struct varint_writer *w, const stacktree_t *t)
 {
     uint8_t version = STACKTREE_VERSION;
 
-    put_bytes(w, STACKTREE_MAGIC, MAGIC_LEN);
-    put_bytes(w, &version, 1);
+    varint_write_bytes(w, STACKTREE_MAGIC, MAGIC_LEN);
+    varint_write_bytes(w, &version, 1);
     put_kids(w, t->root);
 }
 
 int stacktree_encode(const stacktree_t *t, void **buf, size_t *len)
 {
-    struct writer w = {0};
+    struct varint_writer w = {0};
 
     if (!t || !buf || !len) {
         errno = EINVAL;
@@ -746,58 +720,9 @@ int stacktree_encode(const stacktree_t *t, void **buf, size_t *len)
 /* --- decoding ------------------------------------------------------------- */
 
 struct reader {
-    const uint8_t *p;
-    size_t len;
-    size_t pos;
+    struct varint_reader in;
     size_t nnodes;
-    eddy_error_t *err;
 };
-
-static int protoerr(struct reader *r, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* EPROTO with "stacktree: byte OFF: what". */
-static int protoerr(struct reader *r, size_t off, const char *fmt, ...)
-{
-    char msg[200];
-    va_list ap;
-
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    errno = EPROTO;
-    return errprintf(r->err, "stacktree: byte %zu: %s", off, msg);
-}
-
-static size_t left(const struct reader *r)
-{
-    return r->len - r->pos;
-}
-
-static int get_varint(struct reader *r, uint32_t *v, const char *what)
-{
-    size_t off = r->pos;
-    uint32_t val = 0;
-
-    for (int i = 0; i < 5; i++) {
-        uint8_t b;
-
-        if (r->pos >= r->len)
-            return protoerr(r, off, "%s: truncated", what);
-        b = r->p[r->pos++];
-        if (i == 4 && b > 0x0f)
-            return protoerr(r, off, "%s: varint exceeds 32 bits", what);
-        val |= (uint32_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            if (b == 0 && i > 0)
-                return protoerr(r, off, "%s: varint not in shortest form",
-                                what);
-            *v = val;
-            return 0;
-        }
-    }
-    return protoerr(r, off, "%s: varint exceeds 32 bits", what); /* unreached */
-}
 
 /* A printable excerpt of a name from the input, for messages. */
 static const char *quote(char *out, size_t outsz, const char *s, size_t len)
@@ -807,31 +732,33 @@ static const char *quote(char *out, size_t outsz, const char *s, size_t len)
 
 static int read_ends(struct reader *r, struct node *n)
 {
-    size_t off = r->pos;
+    size_t off = r->in.pos;
     uint32_t nruns;
     uint64_t next = 0; /* the least first rank of the next range */
 
-    if (get_varint(r, &nruns, "range count") < 0)
+    if (varint_read(&r->in, &nruns, "range count") < 0)
         return -1;
-    if (nruns > left(r) / MIN_RUN_BYTES)
-        return protoerr(r, off, "%u ranges in %zu bytes", nruns, left(r));
+    if (nruns > varint_left(&r->in) / MIN_RUN_BYTES)
+        return varint_error(&r->in, off, "%u ranges in %zu bytes", nruns,
+                            varint_left(&r->in));
     if (rset_reserve(&n->ends, nruns) < 0) {
         errno = ENOMEM;
-        return errprintf(r->err, "stacktree: out of memory");
+        return errprintf(r->in.err, "stacktree: out of memory");
     }
     for (uint32_t i = 0; i < nruns; i++) {
         uint32_t gap, span;
         uint64_t lo, hi;
 
-        off = r->pos;
-        if (get_varint(r, &gap, "range") < 0 ||
-            get_varint(r, &span, "range") < 0)
+        off = r->in.pos;
+        if (varint_read(&r->in, &gap, "range") < 0 ||
+            varint_read(&r->in, &span, "range") < 0)
             return -1;
         lo = next + gap;
         hi = lo + span;
         if (hi >= STACKTREE_RANK_MAX)
-            return protoerr(r, off, "rank %llu is too large (ranks stop at %u)",
-                            (unsigned long long)hi, STACKTREE_RANK_MAX - 1);
+            return varint_error(&r->in, off,
+                                "rank %llu is too large (ranks stop at %u)",
+                                (unsigned long long)hi, STACKTREE_RANK_MAX - 1);
         n->ends.r[n->ends.n].lo = (uint32_t)lo;
         n->ends.r[n->ends.n++].hi = (uint32_t)hi;
         next = hi + 2; /* ranges must not touch */
@@ -844,43 +771,43 @@ static int read_kids(struct reader *r, struct node *n, size_t depth);
 static struct node *read_node(struct reader *r, size_t depth)
 {
     char q[QUOTE_MAX + 8];
-    size_t off = r->pos;
+    size_t off = r->in.pos;
     const char *name;
     struct node *n;
     uint32_t len;
 
-    if (get_varint(r, &len, "name length") < 0)
+    if (varint_read(&r->in, &len, "name length") < 0)
         return NULL;
     if (len == 0 || len > STACKTREE_NAME_MAX) {
-        protoerr(r, off, "name length %u is not in 1..%u", len,
-                 STACKTREE_NAME_MAX);
+        varint_error(&r->in, off, "name length %u is not in 1..%u", len,
+                     STACKTREE_NAME_MAX);
         return NULL;
     }
-    if (len > left(r)) {
-        protoerr(r, off, "name: truncated");
+    if (len > varint_left(&r->in)) {
+        varint_error(&r->in, off, "name: truncated");
         return NULL;
     }
-    name = (const char *)r->p + r->pos;
+    name = (const char *)r->in.p + r->in.pos;
     if (!valid_name(name, len)) {
-        protoerr(r, off, "name '%s' is not printable UTF-8",
-                 quote(q, sizeof(q), name, len));
+        varint_error(&r->in, off, "name '%s' is not printable UTF-8",
+                     quote(q, sizeof(q), name, len));
         return NULL;
     }
-    r->pos += len;
+    r->in.pos += len;
     if (r->nnodes == STACKTREE_NODES_MAX) {
-        protoerr(r, off, "more than %u nodes", STACKTREE_NODES_MAX);
+        varint_error(&r->in, off, "more than %u nodes", STACKTREE_NODES_MAX);
         return NULL;
     }
     if (!(n = node_create(name, len))) {
-        errprintf(r->err, "stacktree: out of memory");
+        errprintf(r->in.err, "stacktree: out of memory");
         return NULL;
     }
     r->nnodes++;
     if (read_ends(r, n) < 0 || read_kids(r, n, depth) < 0)
         goto error;
     if (n->nkids == 0 && n->ends.n == 0) {
-        protoerr(r, off, "node '%s' has neither ends nor children",
-                 quote(q, sizeof(q), name, len));
+        varint_error(&r->in, off, "node '%s' has neither ends nor children",
+                     quote(q, sizeof(q), name, len));
         goto error;
     }
     return n;
@@ -892,25 +819,26 @@ error:
 /* The children of 'n', which is at 'depth' (the root is at 0). */
 static int read_kids(struct reader *r, struct node *n, size_t depth)
 {
-    size_t off = r->pos;
+    size_t off = r->in.pos;
     uint32_t nkids;
 
-    if (get_varint(r, &nkids, "child count") < 0)
+    if (varint_read(&r->in, &nkids, "child count") < 0)
         return -1;
     if (nkids == 0)
         return 0;
     if (depth == STACKTREE_DEPTH_MAX)
-        return protoerr(r, off, "path deeper than %u frames",
-                        STACKTREE_DEPTH_MAX);
-    if (nkids > left(r) / MIN_NODE_BYTES)
-        return protoerr(r, off, "%u children in %zu bytes", nkids, left(r));
+        return varint_error(&r->in, off, "path deeper than %u frames",
+                            STACKTREE_DEPTH_MAX);
+    if (nkids > varint_left(&r->in) / MIN_NODE_BYTES)
+        return varint_error(&r->in, off, "%u children in %zu bytes", nkids,
+                            varint_left(&r->in));
     if (kids_reserve(n, nkids) < 0) {
         errno = ENOMEM;
-        return errprintf(r->err, "stacktree: out of memory");
+        return errprintf(r->in.err, "stacktree: out of memory");
     }
     for (uint32_t i = 0; i < nkids; i++) {
         struct node *k;
-        size_t koff = r->pos;
+        size_t koff = r->in.pos;
 
         if (!(k = read_node(r, depth + 1)))
             return -1;
@@ -919,9 +847,9 @@ static int read_kids(struct reader *r, struct node *n, size_t depth)
             const struct node *prev = n->kids[i - 1];
             if (name_cmp(prev->name, prev->namelen, k->name, k->namelen) >= 0) {
                 char q[QUOTE_MAX + 8];
-                return protoerr(r, koff,
-                                "node '%s' is out of order or repeated",
-                                quote(q, sizeof(q), k->name, k->namelen));
+                return varint_error(&r->in, koff,
+                                    "node '%s' is out of order or repeated",
+                                    quote(q, sizeof(q), k->name, k->namelen));
             }
         }
     }
@@ -930,7 +858,8 @@ static int read_kids(struct reader *r, struct node *n, size_t depth)
 
 stacktree_t *stacktree_decode(const void *buf, size_t len, eddy_error_t *err)
 {
-    struct reader r = {.p = buf, .len = len, .err = err};
+    struct reader r = {
+        .in = {.p = buf, .len = len, .name = "stacktree", .err = err}};
     stacktree_t *t;
 
     if (!buf && len > 0) {
@@ -939,23 +868,24 @@ stacktree_t *stacktree_decode(const void *buf, size_t len, eddy_error_t *err)
         return NULL;
     }
     if (len < HEADER_LEN || memcmp(buf, STACKTREE_MAGIC, MAGIC_LEN) != 0) {
-        protoerr(&r, 0, "not an encoded stack tree (bad magic)");
+        varint_error(&r.in, 0, "not an encoded stack tree (bad magic)");
         return NULL;
     }
-    if (r.p[MAGIC_LEN] != STACKTREE_VERSION) {
-        protoerr(&r, MAGIC_LEN, "version %u, expected %u", r.p[MAGIC_LEN],
-                 STACKTREE_VERSION);
+    if (r.in.p[MAGIC_LEN] != STACKTREE_VERSION) {
+        varint_error(&r.in, MAGIC_LEN, "version %u, expected %u",
+                     r.in.p[MAGIC_LEN], STACKTREE_VERSION);
         return NULL;
     }
-    r.pos = HEADER_LEN;
+    r.in.pos = HEADER_LEN;
     if (!(t = stacktree_create())) {
         errprintf(err, "stacktree: out of memory");
         return NULL;
     }
     if (read_kids(&r, t->root, 0) < 0)
         goto error;
-    if (r.pos != r.len) {
-        protoerr(&r, r.pos, "%zu bytes after the tree", left(&r));
+    if (r.in.pos != r.in.len) {
+        varint_error(&r.in, r.in.pos, "%zu bytes after the tree",
+                     varint_left(&r.in));
         goto error;
     }
     t->nnodes = r.nnodes;
