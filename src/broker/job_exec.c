@@ -1150,9 +1150,24 @@ static const char *event_check(struct job *j, const json_t *body)
             return "held: 'where' must be a string, 'count' an integer";
         return NULL;
     }
+    if (!strcmp(type, "exits")) {
+        json_int_t r, status;
+        tasks = json_object_get(body, "tasks");
+        if (!json_is_array(tasks) || json_array_size(tasks) == 0)
+            return "exits: 'tasks' must be a non-empty array";
+        json_array_foreach(tasks, i, pair)
+        {
+            if (json_unpack(pair, "[II!]", &r, &status) < 0 || r < 0 ||
+                r > UINT32_MAX || !idset_test(j->js->tasks, (uint32_t)r))
+                return "exits: 'tasks' must hold [rank, status] of this "
+                       "node's tasks";
+        }
+        return NULL;
+    }
     if (strcmp(type, "exit") != 0 && strcmp(type, "exception") != 0 &&
         strcmp(type, "abort") != 0)
-        return "'type' must be started, held, exit, exception or abort";
+        return "'type' must be started, held, exit, exits, exception or "
+               "abort";
     if (!json_is_integer(rank) || json_integer_value(rank) < 0 ||
         json_integer_value(rank) > UINT32_MAX ||
         !idset_test(j->js->tasks, (uint32_t)json_integer_value(rank)))
@@ -1200,9 +1215,18 @@ static void event_handler(broker_req_t *req, void *arg)
         json_decref(j->exes);
         j->started = json_incref(json_object_get(body, "tasks"));
         j->exes = json_incref(json_object_get(body, "executables"));
-    } else if (!strcmp(type, "exit") || !strcmp(type, "exception"))
+    } else if (!strcmp(type, "exit") || !strcmp(type, "exception")) {
         idset_set(j->reported,
                   (uint32_t)json_integer_value(json_object_get(body, "rank")));
+    } else if (!strcmp(type, "exits")) {
+        size_t i;
+        json_t *pair;
+        json_array_foreach(json_object_get(body, "tasks"), i, pair)
+        {
+            idset_set(j->reported,
+                      (uint32_t)json_integer_value(json_array_get(pair, 0)));
+        }
+    }
     /* relay without the id: the start stream is the job's already */
     if (!(o = json_deep_copy(body))) {
         broker_respond_error(req, ENOMEM, "out of memory");

@@ -838,13 +838,13 @@ static void exec_started(struct job_node *n, json_t *body)
         job_event(job, "start", json_object());
 }
 
-static void exec_exit(struct job_node *n, json_t *body)
+static void exec_exit_one(struct job_node *n,
+                          json_int_t rank,
+                          json_int_t status)
 {
     struct job *job = n->job;
-    json_int_t rank, status;
 
-    if (json_unpack(body, "{s:I s:I}", "rank", &rank, "status", &status) < 0 ||
-        rank < n->first_task ||
+    if (rank < n->first_task ||
         rank >= (json_int_t)(n->first_task + n->ntasks) || status < 0) {
         broker_log(job->jm->b, LOG_LEVEL_WARNING,
                    "job %" PRIu64 ": rank %u: malformed exit report", job->id,
@@ -852,6 +852,27 @@ static void exec_exit(struct job_node *n, json_t *body)
         return;
     }
     job->tasks[rank].status = status > 255 + 128 ? 255 + 128 : (int)status;
+}
+
+/* {"rank", "status"} of one task, or {"tasks": [[rank, status], ...]}
+ * ("exits": those one reap pass of the shell found). */
+static void exec_exit(struct job_node *n, json_t *body)
+{
+    json_int_t rank = -1, status = -1;
+    json_t *tasks = json_object_get(body, "tasks"), *pair;
+    size_t i;
+
+    if (!tasks) {
+        (void)json_unpack(body, "{s:I s:I}", "rank", &rank, "status", &status);
+        exec_exit_one(n, rank, status);
+        return;
+    }
+    json_array_foreach(tasks, i, pair)
+    {
+        rank = status = -1;
+        (void)json_unpack(pair, "[II]", &rank, &status);
+        exec_exit_one(n, rank, status);
+    }
 }
 
 static void exec_exception(struct job_node *n, json_t *body)
@@ -974,7 +995,7 @@ static void exec_cb(broker_rpc_t *rpc, const msg_t *msg, void *arg)
             exec_tmpdir(n, msg->body);
         else if (!strcmp(type, "started"))
             exec_started(n, msg->body);
-        else if (!strcmp(type, "exit"))
+        else if (!strcmp(type, "exit") || !strcmp(type, "exits"))
             exec_exit(n, msg->body);
         else if (!strcmp(type, "exception"))
             exec_exception(n, msg->body);

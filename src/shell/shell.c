@@ -88,6 +88,7 @@ struct shell {
     bool held;         /* "held" was reported */
     bool released;     /* a release command came (or no stop mode) */
     bool started;      /* "started" was reported */
+    json_t *exits;     /* [rank, status] pairs not yet sent (one reap pass) */
     pmi_server_t *pmi;
     char *ranks;       /* broker ranks of the job (JOBSLICE "ranks") */
     int64_t fence_seq; /* last kvs.fence sent */
@@ -153,14 +154,36 @@ static void report_exception(struct shell *sh,
                          (json_int_t)st->rank, "errnum", errnum, "note", why));
 }
 
+/* Send the exits gathered so far as one event: at 1024 tasks one message
+ * per reap() pass rather than one per task. */
+static void flush_exits(struct shell *sh)
+{
+    json_t *exits = sh->exits;
+
+    if (!exits)
+        return;
+    sh->exits = NULL;
+    if (json_array_size(exits) == 0) {
+        json_decref(exits);
+        return;
+    }
+    send_event(sh, json_pack("{s:s s:o}", "type", "exits", "tasks", exits));
+}
+
 static void report_exit(struct shell *sh, struct stask *st)
 {
+    int code = task_exit_code(task_status(st->t));
+
     if (st->reported)
         return;
     st->reported = true;
+    if ((sh->exits || (sh->exits = json_array())) &&
+        json_array_append_new(
+            sh->exits, json_pack("[I,i]", (json_int_t)st->rank, code)) == 0)
+        return;
+    /* out of memory for the batch: this one on its own */
     send_event(sh, json_pack("{s:s s:I s:i}", "type", "exit", "rank",
-                             (json_int_t)st->rank, "status",
-                             task_exit_code(task_status(st->t))));
+                             (json_int_t)st->rank, "status", code));
 }
 
 static void report_started(struct shell *sh);
@@ -289,6 +312,7 @@ static void reap(struct shell *sh)
             report_lost(sh, st);
         }
     }
+    flush_exits(sh);
     check_done(sh);
 }
 
@@ -497,6 +521,8 @@ void shell_destroy(struct shell *sh)
 
     if (!sh)
         return;
+    json_decref(sh->exits);
+    sh->exits = NULL;
     /* no more commands: the loop runs again below, to finish closes */
     eddy_future_destroy(sh->hello);
     sh->hello = NULL;
@@ -1119,6 +1145,7 @@ static void report_lost(struct shell *sh, struct stask *st)
     if (!st->pmi_lost || !st->exited || sh->lost)
         return;
     st->pmi_lost = false;
+    flush_exits(sh); /* rank 0 sees the exit first */
     snprintf(note, sizeof(note),
              "rank %u exited (status %d) without PMI finalize", st->rank,
              task_exit_code(task_status(st->t)));
