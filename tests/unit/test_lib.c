@@ -270,20 +270,13 @@ static void *fake_main(void *arg)
 static struct fake *fake_start(enum greet_mode mode)
 {
     struct fake *fk = calloc(1, sizeof(*fk));
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
 
     assert_non_null(fk);
     fk->mode = mode;
     snprintf(fk->dir, sizeof(fk->dir), "/tmp/test_lib.XXXXXX");
-    assert_non_null(mkdtemp(fk->dir));
-    snprintf(fk->path, sizeof(fk->path), "%s/local-0", fk->dir);
-    snprintf(fk->uri, sizeof(fk->uri), "local://%s", fk->path);
-    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", fk->path);
-    fk->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fk->listen_fd = wire_listen(fk->dir, sizeof(fk->dir), fk->path,
+                                sizeof(fk->path), fk->uri, sizeof(fk->uri));
     assert_true(fk->listen_fd >= 0);
-    assert_int_equal(bind(fk->listen_fd, (struct sockaddr *)&sun, sizeof(sun)),
-                     0);
-    assert_int_equal(listen(fk->listen_fd, 4), 0);
     assert_int_equal(pthread_create(&fk->thread, NULL, fake_main, fk), 0);
     fk->running = true;
     return fk;

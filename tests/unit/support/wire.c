@@ -3,7 +3,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "wire.h"
 
@@ -80,4 +83,32 @@ int wire_send_msg(int fd, msg_t *msg)
     }
     msg_decref(msg);
     return rc;
+}
+
+int wire_listen(char *dir,
+                size_t dirlen,
+                char *path,
+                size_t pathlen,
+                char *uri,
+                size_t urilen)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int fd, e;
+
+    (void)dirlen;
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(path, pathlen, "%s/local-0", dir);
+    snprintf(uri, urilen, "local://%s", path);
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+        listen(fd, 4) < 0) {
+        e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }

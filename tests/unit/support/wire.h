@@ -24,4 +24,15 @@ msg_t *wire_read_msg(int fd);
  * failure; NULL is a failure).  0 or -1. */
 int wire_send_msg(int fd, msg_t *msg);
 
+/* The listening socket of a fake broker: a new directory from the mkdtemp
+ * template 'dir' (filled in), a unix socket 'dir'/local-0 in it listening,
+ * its path in 'path' and "local://PATH" in 'uri' (each buffer at least
+ * 128 bytes).  Returns the socket, or -1 with errno. */
+int wire_listen(char *dir,
+                size_t dirlen,
+                char *path,
+                size_t pathlen,
+                char *uri,
+                size_t urilen);
+
 #endif /* !EDDY_TESTS_UNIT_SUPPORT_WIRE_H */
