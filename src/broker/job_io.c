@@ -5,9 +5,10 @@
  * records in arrival order, so the output of one task stream stays in
  * order and attachers see every record exactly once: job-io.attach
  * replays the log from the start, then follows it live until the job is
- * INACTIVE (job.h: the job manager says so).  Replay and follow are one
- * loop: each attacher has a cursor into the record sequence and is sent
- * records while its credit window (job-io.credit) has room.
+ * INACTIVE (job.h: the job manager says so).  The log and its attachers
+ * are an outlog (outlog.h), the engine the tool service's logs share:
+ * each attacher has a cursor into the record sequence and is sent records
+ * while its credit window (job-io.credit) has room.
  *
  * The stored log is capped (--job-output-cap, 64 MiB by default, record
  * overhead included): it only bounds what is kept for later attachers.
@@ -33,56 +34,18 @@
 #include "src/common/log.h"
 #include "job.h"
 #include "keymap.h"
+#include "outlog.h"
 #include "service.h"
 
 enum { STREAM_STDOUT = 0, STREAM_STDERR = 1 };
 
 static const char *const stream_names[] = {"stdout", "stderr"};
 
-/* An attacher is sent output while fewer than this many payload bytes
- * wait for its job-io.credit (docs/jobs-protocol.md). */
-enum { ATTACH_WINDOW = 4 << 20 };
-
-/* One piece of output (or an EOF).  Records within the cap are "stored":
- * they stay for later attachers.  Records beyond it are held only until
- * every current attacher has been sent them; the job-io.write that
- * brought one is answered when it is freed, so a slow attacher slows the
- * job's output down instead of losing it. */
-struct record {
-    struct record *prev, *next;
-    uint64_t seq;        /* position in the job's record sequence */
-    broker_req_t *write; /* held job-io.write (beyond the cap), or NULL */
-    uint32_t rank;
-    uint8_t stream;
-    bool eof;
-    bool stored;
-    size_t len;
-    char data[];
-};
-
-struct attacher {
-    broker_req_t *req;
-    uint64_t key;            /* chosen by the client, matches its credits */
-    struct record *next_rec; /* next record to send, NULL: caught up */
-    uint64_t next_seq;       /* its seq (the job's next_seq if caught up) */
-    size_t unacked;          /* payload bytes sent, not yet credited */
-    uint64_t missed;         /* output bytes freed before it attached */
-    struct attacher *next;
-};
-
 struct io_job {
     uint64_t id;
     uint32_t ntasks;
-    struct record *head, *tail;
-    struct record *spill; /* first record appended once full (or NULL) */
-    uint64_t next_seq;
-    uint64_t kept;    /* bytes stored, record overhead included */
-    uint64_t dropped; /* output bytes not stored (beyond the cap) */
-    uint64_t freed;   /* of those, bytes no longer held for anyone */
-    bool full;        /* the cap was reached: later output is not stored */
-    idset_t *eof[2];  /* task ranks whose stream reached EOF */
-    bool inactive;
-    struct attacher *attachers; /* oldest first */
+    outlog_t *log;
+    idset_t *eof[2]; /* task ranks whose stream reached EOF */
 };
 
 struct job_io {
@@ -92,127 +55,11 @@ struct job_io {
     uint64_t cap;
 };
 
-static void attacher_free(struct attacher *a)
-{
-    broker_req_decref(a->req);
-    free(a);
-}
-
-static json_t *record_json(const struct record *r)
-{
-    json_t *o = json_pack("{s:I s:s}", "rank", (json_int_t)r->rank, "stream",
-                          stream_names[r->stream]);
-
-    if (o && r->eof && json_object_set_new(o, "eof", json_true()) < 0) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* Send 'a' the records after its cursor while its window has room. */
-static void attacher_feed(struct io_job *j, struct attacher *a)
-{
-    struct record *r;
-
-    while ((r = a->next_rec) && a->unacked < ATTACH_WINDOW) {
-        broker_respond(a->req, record_json(r), r->len ? r->data : NULL, r->len,
-                       0);
-        a->unacked += r->len;
-        a->next_rec = r->next;
-        a->next_seq = r->next ? r->next->seq : j->next_seq;
-    }
-}
-
-/* The end of an attacher's stream (it has been sent every record): what
- * it missed, then EOS. */
-static void attacher_end(struct attacher *a)
-{
-    if (a->missed)
-        broker_respond(a->req,
-                       json_pack("{s:I}", "dropped", (json_int_t)a->missed),
-                       NULL, 0, 0);
-    broker_respond(a->req, NULL, NULL, 0, MSG_FLAG_EOS);
-}
-
-static void record_unlink(struct io_job *j, struct record *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        j->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        j->tail = r->prev;
-    if (j->spill == r)
-        j->spill = r->next;
-}
-
-/* Free a record and answer the write it held back. */
-static void record_free(struct record *r)
-{
-    if (r->write) {
-        broker_respond(r->write, json_object(), NULL, 0, 0);
-        broker_req_decref(r->write);
-    }
-    free(r);
-}
-
-/* Free the records beyond the cap that every current attacher has been
- * sent (all of them if nobody is attached). */
-static void job_gc(struct io_job *j)
-{
-    uint64_t min = UINT64_MAX;
-    struct record *r, *next;
-
-    for (struct attacher *a = j->attachers; a; a = a->next)
-        if (a->next_seq < min)
-            min = a->next_seq;
-    for (r = j->spill; r && r->seq < min; r = next) {
-        next = r->next;
-        if (r->stored)
-            continue;
-        record_unlink(j, r);
-        j->freed += r->len;
-        record_free(r);
-    }
-}
-
-/* Feed every attacher, end those that got everything of an INACTIVE
- * job, and free what nobody needs any more. */
-static void job_pump(struct io_job *j)
-{
-    struct attacher **pp = &j->attachers;
-
-    while (*pp) {
-        struct attacher *a = *pp;
-
-        attacher_feed(j, a);
-        if (j->inactive && !a->next_rec) {
-            *pp = a->next;
-            attacher_end(a);
-            attacher_free(a);
-        } else
-            pp = &a->next;
-    }
-    job_gc(j);
-}
-
 static void io_job_destroy(struct io_job *j)
 {
     if (!j)
         return;
-    while (j->attachers) {
-        struct attacher *a = j->attachers;
-        j->attachers = a->next;
-        attacher_free(a);
-    }
-    while (j->head) {
-        struct record *r = j->head;
-        j->head = r->next;
-        record_free(r);
-    }
+    outlog_destroy(j->log);
     idset_destroy(j->eof[0]);
     idset_destroy(j->eof[1]);
     free(j);
@@ -232,8 +79,9 @@ int job_io_job_add(struct job_io *io, uint64_t id, uint32_t ntasks)
         errno = EEXIST;
         return -1;
     }
-    if (!(j = calloc(1, sizeof(*j))) || !(j->eof[0] = idset_create()) ||
-        !(j->eof[1] = idset_create()) || keymap_put(io->jobs, id, 0, j) < 0) {
+    if (!(j = calloc(1, sizeof(*j))) || !(j->log = outlog_create(io->cap)) ||
+        !(j->eof[0] = idset_create()) || !(j->eof[1] = idset_create()) ||
+        keymap_put(io->jobs, id, 0, j) < 0) {
         io_job_destroy(j);
         errno = ENOMEM;
         return -1;
@@ -249,23 +97,18 @@ void job_io_job_inactive(struct job_io *io, uint64_t id)
 
     if (!j)
         return;
-    j->inactive = true;
-    job_pump(j);
+    outlog_end(j->log);
 }
 
 void job_io_job_remove(struct job_io *io, uint64_t id)
 {
+    char text[64];
     struct io_job *j = io->active ? keymap_remove(io->jobs, id, 0) : NULL;
 
     if (!j)
         return;
-    while (j->attachers) {
-        struct attacher *a = j->attachers;
-        j->attachers = a->next;
-        broker_respond_error(a->req, ENOENT, "job %" PRIu64 " was purged",
-                             j->id);
-        attacher_free(a);
-    }
+    snprintf(text, sizeof(text), "job %" PRIu64 " was purged", j->id);
+    outlog_fail(j->log, ENOENT, text);
     io_job_destroy(j);
 }
 
@@ -307,11 +150,20 @@ static struct io_job *req_job(struct job_io *io,
     return j;
 }
 
+/* The log freed a record beyond the cap: answer the job-io.write that
+ * brought it (the shell's credit). */
+static void write_release(void *arg)
+{
+    broker_req_t *write = arg;
+
+    (void)broker_respond(write, json_object(), NULL, 0, 0);
+    broker_req_decref(write);
+}
+
 /* Add a record at the end of the log.  Data beyond the cap is held for
  * the current attachers only, and keeps 'write' (if not NULL) to answer
  * once freed: then *held is set.  -1 with ENOMEM. */
-static int append(struct job_io *io,
-                  struct io_job *j,
+static int append(struct io_job *j,
                   uint32_t rank,
                   int stream,
                   bool eof,
@@ -320,43 +172,27 @@ static int append(struct job_io *io,
                   broker_req_t *write,
                   bool *held)
 {
-    struct record *r;
-    uint64_t cost = sizeof(*r) + len;
+    json_t *o = json_pack("{s:I s:s}", "rank", (json_int_t)rank, "stream",
+                          stream_names[stream]);
+    int rc;
 
-    if (!eof && !j->full && j->kept + cost > io->cap)
-        j->full = true; /* from here on the stored log lacks output */
-    if (!(r = malloc(sizeof(*r) + len)))
-        return -1;
-    memset(r, 0, sizeof(*r));
-    r->seq = j->next_seq++;
-    r->rank = rank;
-    r->stream = (uint8_t)stream;
-    r->eof = eof;
-    r->stored = eof || !j->full;
-    r->len = len;
-    if (len)
-        memcpy(r->data, data, len);
-    r->prev = j->tail;
-    if (j->tail)
-        j->tail->next = r;
-    else
-        j->head = r;
-    j->tail = r;
-    if (j->full && !j->spill)
-        j->spill = r;
-    if (r->stored)
-        j->kept += cost;
-    else {
-        j->dropped += len;
-        if (write) {
-            r->write = broker_req_incref(write);
-            *held = true;
-        }
+    if (o && eof && json_object_set_new(o, "eof", json_true()) < 0) {
+        json_decref(o);
+        o = NULL;
     }
-    for (struct attacher *a = j->attachers; a; a = a->next)
-        if (!a->next_rec)
-            a->next_rec = r;
-    return 0;
+    if (!o) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (write)
+        broker_req_incref(write);
+    rc = outlog_append(j->log, o, data, len, eof, write ? write_release : NULL,
+                       write);
+    if (rc == 1 && write)
+        *held = true;
+    else
+        broker_req_decref(write);
+    return rc < 0 ? -1 : 0;
 }
 
 static void write_req(broker_req_t *req, void *ctx)
@@ -406,49 +242,39 @@ static void write_req(broker_req_t *req, void *ctx)
         return;
     }
     if ((msg->payload_len > 0 &&
-         append(io, j, (uint32_t)rank, s, false, msg->payload, msg->payload_len,
+         append(j, (uint32_t)rank, s, false, msg->payload, msg->payload_len,
                 req, &held) < 0) ||
         (eof &&
          (idset_set(j->eof[s], (uint32_t)rank) < 0 ||
-          append(io, j, (uint32_t)rank, s, true, NULL, 0, NULL, &held) < 0))) {
+          append(j, (uint32_t)rank, s, true, NULL, 0, NULL, &held) < 0))) {
         /* a held record answers 'req' when freed: answer nothing here */
         if (!held)
             broker_respond_error(req, ENOMEM, "job %" PRIu64 ": out of memory",
                                  j->id);
-        job_pump(j);
+        outlog_pump(j->log);
         return;
     }
     /* Answer now unless a record beyond the cap holds the answer back
-     * (job_pump() may free it, and so answer, at once). */
+     * (outlog_pump() may free it, and so answer, at once). */
     if (!held)
         broker_respond(req, json_object(), NULL, 0, 0);
-    job_pump(j);
+    outlog_pump(j->log);
 }
 
-/* Find the attacher that 'req' (a cancel) cancels, and its job. */
-static struct attacher *attacher_unlink_req(struct job_io *io,
-                                            broker_req_t *req,
-                                            struct io_job **jp)
+/* End the attach that 'req' (a cancel) cancels, whichever job it is of. */
+static void attach_cancel(struct job_io *io, broker_req_t *req)
 {
     void **v = NULL;
     size_t n = 0;
 
     if (!io->active || keymap_values(io->jobs, &v, &n) < 0)
-        return NULL;
+        return;
     for (size_t i = 0; i < n; i++) {
         struct io_job *j = v[i];
-        for (struct attacher **pp = &j->attachers; *pp; pp = &(*pp)->next) {
-            if (broker_req_same((*pp)->req, req)) {
-                struct attacher *a = *pp;
-                *pp = a->next;
-                *jp = j;
-                free(v);
-                return a;
-            }
-        }
+        if (outlog_cancel(j->log, req))
+            break;
     }
     free(v);
-    return NULL;
 }
 
 static void attach_req(broker_req_t *req, void *ctx)
@@ -456,15 +282,10 @@ static void attach_req(broker_req_t *req, void *ctx)
     struct job_io *io = ctx;
     const msg_t *msg;
     struct io_job *j;
-    struct attacher *a, **pp;
     json_int_t key = 0;
 
     if (broker_req_is_cancel(req)) {
-        if ((a = attacher_unlink_req(io, req, &j))) {
-            broker_respond_error(a->req, ENODATA, NULL);
-            attacher_free(a);
-            job_pump(j); /* what it held back may go */
-        }
+        attach_cancel(io, req);
         return;
     }
     if (!(j = req_job(io, req, NULL)))
@@ -482,20 +303,9 @@ static void attach_req(broker_req_t *req, void *ctx)
                              "job-io.attach must be a streaming request");
         return;
     }
-    if (!(a = calloc(1, sizeof(*a)))) {
+    if (outlog_attach(j->log, req, (uint64_t)key) < 0)
         broker_respond_error(req, ENOMEM, "job %" PRIu64 ": out of memory",
                              j->id);
-        return;
-    }
-    a->req = broker_req_incref(req);
-    a->key = (uint64_t)key;
-    a->next_rec = j->head;
-    a->next_seq = j->head ? j->head->seq : j->next_seq;
-    a->missed = j->freed;
-    for (pp = &j->attachers; *pp; pp = &(*pp)->next)
-        ;
-    *pp = a;
-    job_pump(j);
 }
 
 /* job-io.credit {"id", "key", "bytes"}: the client delivered 'bytes' of
@@ -520,17 +330,8 @@ static void credit_req(broker_req_t *req, void *ctx)
                              j->id);
         return;
     }
-    for (struct attacher *a = j->attachers; a && bytes > 0; a = a->next) {
-        size_t take;
-
-        if (broker_req_origin(a->req) != origin || a->key != (uint64_t)key)
-            continue;
-        take = (uint64_t)bytes < a->unacked ? (size_t)bytes : a->unacked;
-        a->unacked -= take;
-        bytes -= (json_int_t)take;
-    }
     broker_respond(req, json_object(), NULL, 0, 0);
-    job_pump(j);
+    outlog_credit(j->log, origin, (uint64_t)key, (uint64_t)bytes);
 }
 
 static void stdin_req(broker_req_t *req, void *ctx)
@@ -572,20 +373,7 @@ static void io_disconnect(void *ctx, uint64_t origin)
         return;
     for (size_t i = 0; i < n; i++) {
         struct io_job *j = v[i];
-        struct attacher **pp = &j->attachers;
-        bool gone = false;
-
-        while (*pp) {
-            struct attacher *a = *pp;
-            if (broker_req_origin(a->req) == origin) {
-                *pp = a->next;
-                attacher_free(a);
-                gone = true;
-            } else
-                pp = &a->next;
-        }
-        if (gone)
-            job_pump(j); /* what they held back may go */
+        outlog_disconnect(j->log, origin);
     }
     free(v);
 }
