@@ -26,6 +26,7 @@
 #include <uv.h>
 #include <jansson.h>
 
+#include "src/broker/procenv.h"
 #include "src/broker/service.h"
 #include "src/common/log.h"
 
@@ -41,8 +42,6 @@
 /* Smallest output window a client may ask for: below this, the message
  * overhead dwarfs the data. */
 #define EXEC_WINDOW_MIN 4096
-
-extern char **environ;
 
 struct exec_ctx;
 
@@ -323,77 +322,17 @@ static json_t *req_body(broker_req_t *req)
     return broker_req_msg(req)->body;
 }
 
-/* Set or unset (value NULL) NAME in a NULL-terminated "K=V" vector that
- * has room for one more entry.  -1 ENOMEM. */
-static int env_set(char **env, const char *name, const char *value)
-{
-    size_t n = strlen(name), i, j;
-    char *entry = NULL;
-
-    if (value && asprintf(&entry, "%s=%s", name, value) < 0)
-        return -1;
-    for (i = 0; env[i]; i++)
-        if (!strncmp(env[i], name, n) && env[i][n] == '=')
-            break;
-    if (env[i]) {
-        free(env[i]);
-        if (entry) {
-            env[i] = entry;
-            return 0;
-        }
-        for (j = i; env[j]; j++)
-            env[j] = env[j + 1];
-        return 0;
-    }
-    if (entry) {
-        env[i] = entry;
-        env[i + 1] = NULL;
-    }
-    return 0;
-}
-
-static void env_free(char **env)
-{
-    if (env) {
-        for (size_t i = 0; env[i]; i++)
-            free(env[i]);
-        free(env);
-    }
-}
-
 /* The broker's environment, EDDY_URI and EDDY_BROKER_RANK, then the
  * client's overrides (already validated: string or null values). */
 static char **env_build(broker_t *b, const json_t *overrides)
 {
-    size_t n = 0, i;
-    char **env;
-    char rank[16];
-    const char *key;
-    json_t *val;
+    char **env = procenv_create(b, overrides ? json_object_size(overrides) : 0);
 
-    while (environ[n])
-        n++;
-    n += 2 + (overrides ? json_object_size(overrides) : 0) + 1;
-    if (!(env = calloc(n, sizeof(*env))))
+    if (env && overrides && procenv_apply(env, overrides) < 0) {
+        procenv_destroy(env);
         return NULL;
-    for (i = 0; environ[i]; i++)
-        if (!(env[i] = strdup(environ[i])))
-            goto error;
-    snprintf(rank, sizeof(rank), "%u", broker_rank(b));
-    if (env_set(env, "EDDY_URI", broker_local_uri(b)) < 0 ||
-        env_set(env, "EDDY_BROKER_RANK", rank) < 0)
-        goto error;
-    if (overrides) {
-        json_object_foreach((json_t *)overrides, key, val)
-        {
-            if (env_set(env, key, json_string_value(val)) < 0)
-                goto error;
-        }
     }
     return env;
-error:
-    env_free(env);
-    return NULL;
 }
 
 static bool valid_cmd(const json_t *cmd)
@@ -595,12 +534,12 @@ static void exec_run(broker_req_t *req, void *arg)
                (uintmax_t)p->id, prog, p->process.pid);
 out:
     free(argv);
-    env_free(envp);
+    procenv_destroy(envp);
     return;
 error:
     broker_respond_error(req, errnum, "%s", errmsg ? errmsg : strerror(errnum));
     free(argv);
-    env_free(envp);
+    procenv_destroy(envp);
 }
 
 /* Decode the "id" of exec.write/exec.kill and find its live process.
