@@ -966,207 +966,52 @@ int eddy_job_event_get(eddy_future_t *f,
 
 /* ---- attach ---------------------------------------------------------- */
 
-/* The caller's future 'af' is fulfilled by this code: it has no request
- * of its own.  The inner streaming RPC 'inner' delivers the records; its
- * continuation calls the output callback, and completes 'af' at the end
- * of the stream (success), on an error response (its errno and message)
- * or when the connection is lost.  Destroying 'af' destroys 'inner',
- * which cancels the stream.
- *
- * The output callback may destroy 'af' (or close the handle): 'delivering'
- * then keeps this state alive until the continuation has returned, and
- * 'af' NULL says it is gone. */
-struct attach {
-    eddy_future_t *af;
-    eddy_future_t *inner;
-    eddy_t *h;
+/* What eddy_job_attach() hands to the shared attach machinery
+ * (logattach.c). */
+struct job_attach {
     eddy_jobid_t id;
-    uint64_t key; /* names this attach in its job-io.credit messages */
     eddy_job_output_f cb;
     void *arg;
-    size_t dropped;
-    size_t consumed; /* bytes delivered, not yet credited */
-    bool delivering;
 };
 
-/* Rank 0 sends an attacher output while less than 4 MiB of it waits for
- * credit (docs/jobs-protocol.md); crediting each MiB keeps it flowing. */
-enum { ATTACH_CREDIT_BYTES = 1 << 20 };
-
-/* A key that no other attach to the same job through the same broker
- * connection is likely to use: random, within the 53 bits JSON readers
- * keep exact. */
-static uint64_t attach_key(void)
+/* One output record: {"rank","stream","eof"?} + payload. */
+static int job_record(const json_t *body,
+                      const void *data,
+                      size_t len,
+                      void *arg,
+                      char *why,
+                      size_t whysize)
 {
-    static uint64_t counter;
-    uint64_t k;
-
-    if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k))
-        k = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL) << 8;
-    k ^= __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED); /* threads */
-    return k & ((UINT64_C(1) << 53) - 1);
-}
-
-/* Tell rank 0 that 'len' more bytes reached the output callback, once a
- * MiB has accumulated.  Fire and forget: if it is lost the connection is
- * gone, and the attach fails anyway. */
-static void attach_credit(struct attach *st, size_t len)
-{
-    eddy_future_t *f;
-
-    st->consumed += len;
-    if (st->consumed < ATTACH_CREDIT_BYTES)
-        return;
-    f = eddy_rpc_pack(st->h, "job-io.credit", 0, EDDY_RPC_NORESPONSE,
-                      "{s:I s:I s:I}", "id", (json_int_t)st->id, "key",
-                      (json_int_t)st->key, "bytes", (json_int_t)st->consumed);
-    eddy_future_destroy(f);
-    st->consumed = 0;
-}
-
-static void attach_drop_inner(struct attach *st)
-{
-    eddy_future_t *inner = st->inner;
-
-    if (!inner)
-        return;
-    st->inner = NULL;
-    inner->aux = NULL;
-    inner->aux_destroy = NULL;
-    eddy_future_destroy(inner); /* deferred if inside its continuation */
-}
-
-/* 'af' is being freed. */
-static void attach_destroy(void *arg)
-{
-    struct attach *st = arg;
-
-    st->af = NULL;
-    attach_drop_inner(st);
-    if (!st->delivering)
-        free(st);
-}
-
-/* 'inner' is being freed first (eddy_close() frees in list order). */
-static void attach_inner_gone(void *arg)
-{
-    struct attach *st = arg;
-
-    st->inner = NULL;
-}
-
-/* Fulfil 'af': errnum 0 for success, else an error response with 'text'
- * (or, for a terminal state such as ENOTCONN, that state). */
-static void attach_complete(struct attach *st,
-                            int errnum,
-                            const char *text,
-                            bool terminal)
-{
-    eddy_future_t *af = st->af;
-    json_t *body = NULL;
-    msg_t *msg;
-
-    attach_drop_inner(st);
-    if (terminal) {
-        fut_fail(af, errnum, text);
-        return;
-    }
-    if ((errnum && text && !(body = json_pack("{s:s}", "errstr", text))) ||
-        !(msg = msg_create(MSG_RESPONSE, af->topic, body, NULL, 0))) {
-        fut_fail(af, ENOMEM, "out of memory completing job-io.attach");
-        return;
-    }
-    msg->errnum = (uint32_t)errnum;
-    if (fut_push(af, msg) < 0) {
-        fut_fail(af, ENOMEM, "out of memory completing job-io.attach");
-        return;
-    }
-    fut_fail(af, ENODATA, NULL);
-}
-
-/* One output record: {"dropped"}, or {"rank","stream","eof"?} + payload.
- * Returns -1 with 'w' for a malformed one. */
-static int attach_record(struct attach *st,
-                         const json_t *body,
-                         const void *data,
-                         size_t len,
-                         struct why *w)
-{
+    struct job_attach *ja = arg;
     const json_t *v;
     const char *s;
     uint32_t rank;
     int stream;
     bool eof = false;
 
-    if ((v = json_object_get(body, "dropped"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return whyf(w, "dropped: expected an integer >= 0");
-        st->dropped = (size_t)json_integer_value(v);
-        return 0;
+    if (get_u32(body, "rank", &rank) < 0) {
+        snprintf(why, whysize, "rank: expected an integer >= 0");
+        return -1;
     }
-    if (get_u32(body, "rank", &rank) < 0)
-        return whyf(w, "rank: expected an integer >= 0");
-    if (get_str(body, "stream", &s) < 0)
-        return whyf(w, "stream: expected \"stdout\" or \"stderr\"");
-    if (!strcmp(s, "stdout"))
-        stream = EDDY_JOB_STDOUT;
-    else if (!strcmp(s, "stderr"))
-        stream = EDDY_JOB_STDERR;
-    else
-        return whyf(w, "stream: expected \"stdout\" or \"stderr\"");
+    if (get_str(body, "stream", &s) < 0 ||
+        (strcmp(s, "stdout") && strcmp(s, "stderr"))) {
+        snprintf(why, whysize, "stream: expected \"stdout\" or \"stderr\"");
+        return -1;
+    }
+    stream = !strcmp(s, "stdout") ? EDDY_JOB_STDOUT : EDDY_JOB_STDERR;
     if ((v = json_object_get(body, "eof"))) {
-        if (!json_is_boolean(v))
-            return whyf(w, "eof: expected a boolean");
+        if (!json_is_boolean(v)) {
+            snprintf(why, whysize, "eof: expected a boolean");
+            return -1;
+        }
         eof = json_is_true(v);
     }
-    if (len > 0) {
-        /* credit first: the callback may close the handle */
-        attach_credit(st, len);
-        st->cb(st->id, rank, stream, data, len, false, st->arg);
-        if (!st->af) /* destroyed by the callback */
-            return 0;
-    }
-    if (eof)
-        st->cb(st->id, rank, stream, NULL, 0, true, st->arg);
+    /* one record is either output or an end of stream (outlog.h) */
+    if (len > 0)
+        ja->cb(ja->id, rank, stream, data, len, false, ja->arg);
+    else if (eof)
+        ja->cb(ja->id, rank, stream, NULL, 0, true, ja->arg);
     return 0;
-}
-
-/* One response per call: a busy job cannot starve the caller's loop (the
- * continuation runs again from the next iteration if more are queued). */
-static void attach_continuation(eddy_future_t *inner, void *arg)
-{
-    struct attach *st = arg;
-    const void *data;
-    size_t len;
-    json_t *body;
-    struct why w = {{0}};
-
-    st->delivering = true;
-    if (eddy_rpc_get_raw(inner, &data, &len) < 0) {
-        int e = errno;
-
-        if (e == ENODATA)
-            attach_complete(st, 0, NULL, false);
-        else
-            attach_complete(st, e, eddy_future_error_string(inner),
-                            inner->qlen == 0);
-        goto out;
-    }
-    (void)get_body(inner, &body); /* cannot fail: the response is there */
-    if (attach_record(st, body, data, len, &w) < 0) {
-        char text[256];
-
-        snprintf(text, sizeof(text), "malformed response to job-io.attach: %s",
-                 w.text);
-        attach_complete(st, EPROTO, text, false);
-        goto out;
-    }
-    if (st->af)
-        eddy_future_reset(inner);
-out:
-    st->delivering = false;
-    if (!st->af)
-        free(st);
 }
 
 eddy_future_t *eddy_job_attach(eddy_t *h,
@@ -1174,52 +1019,24 @@ eddy_future_t *eddy_job_attach(eddy_t *h,
                                eddy_job_output_f cb,
                                void *arg)
 {
-    struct attach *st = NULL;
-    eddy_future_t *af = NULL;
-    int e;
+    struct job_attach *ja;
 
     if (!h || !cb || id > JOBID_MAX) {
         errno = EINVAL;
         return NULL;
     }
-    if (!h->conn) {
-        errno = ENOTCONN;
-        return NULL;
-    }
-    if (!(st = calloc(1, sizeof(*st))) ||
-        !(af = fut_create(h, "job-io.attach", 0, 0))) {
-        free(st);
+    if (!(ja = calloc(1, sizeof(*ja)))) {
         errno = ENOMEM;
         return NULL;
     }
-    st->af = af;
-    st->h = h;
-    st->id = id;
-    st->key = attach_key();
-    st->cb = cb;
-    st->arg = arg;
-    af->aux = st;
-    af->aux_destroy = attach_destroy;
-    st->inner =
-        eddy_rpc_pack(h, "job-io.attach", 0, EDDY_RPC_STREAMING, "{s:I s:I}",
-                      "id", (json_int_t)id, "key", (json_int_t)st->key);
-    if (!st->inner)
-        goto error;
-    st->inner->aux = st;
-    st->inner->aux_destroy = attach_inner_gone;
-    if (eddy_future_then(st->inner, -1, attach_continuation, st) < 0)
-        goto error;
-    return af;
-error:
-    e = errno;
-    fut_free(af); /* frees 'st' and the inner RPC */
-    errno = e;
-    return NULL;
+    ja->id = id;
+    ja->cb = cb;
+    ja->arg = arg;
+    return logattach_create(h, "job-io.attach", "job-io.credit", "id", id,
+                            job_record, ja, free);
 }
 
 size_t eddy_job_attach_dropped(eddy_future_t *f)
 {
-    if (!f || f->aux_destroy != attach_destroy)
-        return 0;
-    return ((struct attach *)f->aux)->dropped;
+    return logattach_dropped(f);
 }

@@ -203,6 +203,35 @@ LIB_INTERNAL int fut_wait(eddy_future_t *f, double timeout);
 /* Run the continuations of every future queued so far (async callback). */
 LIB_INTERNAL void fut_run_pending(eddy_t *h);
 
+/* logattach.c: attach to an output log kept at rank 0 (job-io, tool).
+ *
+ * 'record' decodes one record (body borrowed, payload 'data'/'len') and
+ * calls the user's callback; it returns -1 with a reason in 'why' for a
+ * malformed one (the attach then fails with EPROTO).  The user's callback
+ * may destroy the attach future.  {"dropped"} records are handled here. */
+typedef int (*logattach_record_f)(const json_t *body,
+                                  const void *data,
+                                  size_t len,
+                                  void *arg,
+                                  char *why,
+                                  size_t whysize);
+/* Send streaming 'topic' to rank 0 with {IDKEY: id, "key"} and return the
+ * future the caller gets (ready at the end of the log, or failed); credits
+ * go out as 'credit_topic' {IDKEY: id, "key", "bytes"}.  'arg' is freed
+ * with 'arg_free' (may be NULL) when the future is, or on failure.  NULL
+ * with errno ENOTCONN or ENOMEM. */
+LIB_INTERNAL eddy_future_t *logattach_create(eddy_t *h,
+                                             const char *topic,
+                                             const char *credit_topic,
+                                             const char *idkey,
+                                             uint64_t id,
+                                             logattach_record_f record,
+                                             void *arg,
+                                             void (*arg_free)(void *arg));
+/* Payload bytes the log had dropped before this attach (valid once 'af'
+ * is ready); 0 for a future that is not an attach. */
+LIB_INTERNAL size_t logattach_dropped(eddy_future_t *af);
+
 /* rpc.c */
 
 /* eddy_rpc() with a body already built: 'body' (may be NULL) is stolen,
