@@ -43,6 +43,10 @@ bool cmd_wants_help(const struct cmd *cmd, int argc, char **argv);
  * naming the command. */
 eddy_t *cmd_open(const char *name);
 
+/* A signal given as a number, a name or an abbreviation ("9", "SIGKILL",
+ * "kill"), or die with a message naming the command. */
+int cmd_parse_signal(const char *cmd, const char *s);
+
 /* Seconds on a monotonic clock. */
 double cmd_now(void);
 

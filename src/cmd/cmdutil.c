@@ -1,8 +1,10 @@
 /* cmdutil.c - small helpers every subcommand uses. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cmd.h"
@@ -62,4 +64,24 @@ double cmd_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cmd_parse_signal(const char *cmd, const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+
+    if (*s && *end == '\0') {
+        if (v < 1 || v >= NSIG)
+            cmd_die(cmd, "signal %s is out of range (1-%d)", s, NSIG - 1);
+        return (int)v;
+    }
+    if (!strncasecmp(s, "SIG", 3))
+        s += 3;
+    for (int i = 1; i < NSIG; i++) {
+        const char *abbrev = sigabbrev_np(i);
+        if (abbrev && !strcasecmp(abbrev, s))
+            return i;
+    }
+    cmd_die(cmd, "'%s' is not a signal", s);
 }

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "cmd.h"
+#include "lineout.h"
 #include "src/common/idset.h"
 
 static const char *const usage_text =
@@ -51,15 +52,6 @@ static const char *const usage_text =
 #define WINDOW_MIN 4096
 #define WINDOW_MAX (1u << 20)
 
-/* A labelled line longer than this is printed in pieces, so a process
- * that never writes a newline cannot make us buffer without bound. */
-#define LABEL_LINE_MAX (64 * 1024)
-
-struct linebuf {
-    char *data;
-    size_t len;
-};
-
 struct rank {
     struct execcmd *ec;
     uint32_t rank;
@@ -71,7 +63,7 @@ struct rank {
     bool stdin_open; /* still accepting exec.write */
     int status;
     size_t consumed;      /* output written out, not yet credited */
-    struct linebuf lb[2]; /* partial stdout, stderr lines (-l) */
+    struct lineout lb[2]; /* partial stdout, stderr lines (-l) */
 };
 
 struct execcmd {
@@ -110,111 +102,41 @@ struct execcmd {
  * error): the output is incomplete, so the exit status says so. */
 static bool output_failed;
 
-static void write_all(int fd, const void *data, size_t len)
+static void output_error(int fd)
 {
-    const char *p = data;
-
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            /* stdout is a pipe left non-blocking by someone else */
-            if (errno == EAGAIN) {
-                fd_set w;
-                FD_ZERO(&w);
-                FD_SET(fd, &w);
-                (void)select(fd + 1, NULL, &w, NULL, NULL);
-                continue;
-            }
-            /* The reader went away (`eddy exec ... | head`): end like any
-             * program in a pipeline, by SIGPIPE.  The brokers kill our
-             * remote processes when our connection drops. */
-            if (errno == EPIPE) {
-                signal(SIGPIPE, SIG_DFL);
-                raise(SIGPIPE);
-            }
-            if (!output_failed)
-                cmd_warn("exec", "cannot write %s: %s",
-                         fd == STDOUT_FILENO ? "standard output"
-                                             : "standard error",
-                         strerror(errno));
-            output_failed = true;
-            return;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-/* Print "R: " + the buffered part + 'data' (+ a newline if 'newline'). */
-static void emit_line(int fd,
-                      uint32_t rank,
-                      struct linebuf *lb,
-                      const char *data,
-                      size_t len,
-                      bool newline)
-{
-    char prefix[16];
-    int plen = snprintf(prefix, sizeof(prefix), "%u: ", rank);
-    size_t total = (size_t)plen + lb->len + len + (newline ? 1 : 0);
-    char *line = malloc(total);
-
-    if (!line)
+    if (errno == ENOMEM)
         cmd_die("exec", "out of memory");
-    memcpy(line, prefix, (size_t)plen);
-    if (lb->len)
-        memcpy(line + plen, lb->data, lb->len);
-    if (len)
-        memcpy(line + plen + lb->len, data, len);
-    if (newline)
-        line[total - 1] = '\n';
-    write_all(fd, line, total);
-    free(line);
-    lb->len = 0;
+    if (!output_failed)
+        cmd_warn("exec", "cannot write %s: %s",
+                 fd == STDOUT_FILENO ? "standard output" : "standard error",
+                 strerror(errno));
+    output_failed = true;
 }
 
 static void output(struct rank *r, int idx, const char *data, size_t len)
 {
     int fd = idx == 0 ? STDOUT_FILENO : STDERR_FILENO;
-    struct linebuf *lb = &r->lb[idx];
+    char prefix[16];
 
     if (!r->ec->label) {
-        write_all(fd, data, len);
+        if (lineout_write_all(fd, data, len) < 0)
+            output_error(fd);
         return;
     }
-    while (len > 0) {
-        const char *nl = memchr(data, '\n', len);
-        size_t n;
-
-        if (nl) {
-            n = (size_t)(nl - data) + 1;
-            emit_line(fd, r->rank, lb, data, n, false);
-        } else if (lb->len + len > LABEL_LINE_MAX) {
-            n = len;
-            emit_line(fd, r->rank, lb, data, n, true);
-        } else {
-            char *p = realloc(lb->data, lb->len + len);
-            if (!p)
-                cmd_die("exec", "out of memory");
-            lb->data = p;
-            memcpy(lb->data + lb->len, data, len);
-            lb->len += len;
-            n = len;
-        }
-        data += n;
-        len -= n;
-    }
+    snprintf(prefix, sizeof(prefix), "%u: ", r->rank);
+    if (lineout_label(&r->lb[idx], fd, prefix, data, len) < 0)
+        output_error(fd);
 }
 
 static void flush_lines(struct rank *r)
 {
+    char prefix[16];
+
+    snprintf(prefix, sizeof(prefix), "%u: ", r->rank);
     for (int i = 0; i < 2; i++) {
-        if (r->lb[i].len > 0)
-            emit_line(i == 0 ? STDOUT_FILENO : STDERR_FILENO, r->rank,
-                      &r->lb[i], NULL, 0, true);
-        free(r->lb[i].data);
-        r->lb[i].data = NULL;
+        int fd = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
+        if (lineout_flush(&r->lb[i], fd, prefix) < 0)
+            output_error(fd);
     }
 }
 

@@ -288,26 +288,6 @@ struct killopts {
 };
 
 /* "TERM", "SIGTERM", "term" or "15" */
-static int parse_signal(const char *cmd, const char *s)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-
-    if (*s && *end == '\0') {
-        if (v < 1 || v >= NSIG)
-            cmd_die(cmd, "signal %s is out of range (1-%d)", s, NSIG - 1);
-        return (int)v;
-    }
-    if (!strncasecmp(s, "SIG", 3))
-        s += 3;
-    for (int i = 1; i < NSIG; i++) {
-        const char *abbrev = sigabbrev_np(i);
-        if (abbrev && !strcasecmp(abbrev, s))
-            return i;
-    }
-    cmd_die(cmd, "'%s' is not a signal", s);
-}
-
 static void kill_opt(const char *cmd, int c, void *arg)
 {
     struct killopts *k = arg;
@@ -315,7 +295,7 @@ static void kill_opt(const char *cmd, int c, void *arg)
     idset_t *ids;
 
     if (c == 's') {
-        k->signum = parse_signal(cmd, optarg);
+        k->signum = cmd_parse_signal(cmd, optarg);
     } else if (c == 'r') {
         if (!(ids = idset_decode(optarg, &err)))
             cmd_die(cmd, "--ranks: %s", err.text);

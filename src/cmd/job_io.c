@@ -24,23 +24,15 @@
 
 #include "cmd.h"
 #include "jobopts.h"
+#include "lineout.h"
 #include "src/common/idset.h"
 
 /* Bytes of stdin per eddy_job_stdin (at most one chunk in flight). */
 #define STDIN_CHUNK (64 * 1024)
 
-/* A labelled line longer than this is printed in pieces, so a task that
- * never writes a newline cannot make us buffer without bound. */
-#define LABEL_LINE_MAX (64 * 1024)
-
-struct linebuf {
-    char *data;
-    size_t len;
-};
-
 struct task {
     bool seen;
-    struct linebuf lb[2]; /* partial stdout, stderr line (-l) */
+    struct lineout lb[2]; /* partial stdout, stderr line (-l) */
     int fd[2];            /* where its stdout, stderr go */
 };
 
@@ -90,33 +82,22 @@ static struct engine {
 
 static void write_all(int fd, const void *data, size_t len)
 {
-    const char *p = data;
-
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN) { /* a descriptor left non-blocking */
-                fd_set w;
-                FD_ZERO(&w);
-                FD_SET(fd, &w);
-                (void)select(fd + 1, NULL, &w, NULL, NULL);
-                continue;
-            }
-            /* `eddy run ... | head`: end like any program in a pipeline */
-            if (errno == EPIPE && fd <= STDERR_FILENO) {
-                signal(SIGPIPE, SIG_DFL);
-                raise(SIGPIPE);
-            }
-            if (!E.output_failed)
-                cmd_warn(E.cmd, "cannot write output: %s", strerror(errno));
-            E.output_failed = true;
-            return;
-        }
-        p += n;
-        len -= (size_t)n;
+    if (lineout_write_all(fd, data, len) < 0) {
+        if (!E.output_failed)
+            cmd_warn(E.cmd, "cannot write output: %s", strerror(errno));
+        E.output_failed = true;
     }
+}
+
+/* A labelled write failed: out of memory is fatal, the rest is reported
+ * once, like write_all()'s. */
+static void label_failed(void)
+{
+    if (errno == ENOMEM)
+        cmd_die(E.cmd, "out of memory");
+    if (!E.output_failed)
+        cmd_warn(E.cmd, "cannot write output: %s", strerror(errno));
+    E.output_failed = true;
 }
 
 /* 'tmpl' with {{id}}, {{rank}}, {{node}} replaced (caller frees). */
@@ -209,44 +190,6 @@ static struct task *task_get(uint32_t rank)
     return t;
 }
 
-/* Print "R: " + the buffered part + 'data' (+ a newline if 'newline'). */
-static void emit_line(int fd,
-                      uint32_t rank,
-                      struct linebuf *lb,
-                      const char *data,
-                      size_t len,
-                      bool newline)
-{
-    char prefix[16];
-    int plen = snprintf(prefix, sizeof(prefix), "%" PRIu32 ": ", rank);
-    size_t total = (size_t)plen + lb->len + len + (newline ? 1 : 0);
-    char *line = malloc(total);
-
-    if (!line)
-        cmd_die(E.cmd, "out of memory");
-    memcpy(line, prefix, (size_t)plen);
-    if (lb->len)
-        memcpy(line + plen, lb->data, lb->len);
-    if (len)
-        memcpy(line + plen + lb->len, data, len);
-    if (newline)
-        line[total - 1] = '\n';
-    write_all(fd, line, total);
-    free(line);
-    lb->len = 0;
-}
-
-static void flush_line(struct task *t, uint32_t rank, int idx)
-{
-    struct linebuf *lb = &t->lb[idx];
-
-    if (lb->len > 0)
-        emit_line(t->fd[idx], rank, lb, NULL, 0, true);
-    free(lb->data);
-    lb->data = NULL;
-    lb->len = 0;
-}
-
 static void on_output(eddy_jobid_t id,
                       uint32_t rank,
                       int stream,
@@ -257,38 +200,18 @@ static void on_output(eddy_jobid_t id,
 {
     int idx = stream == EDDY_JOB_STDERR ? 1 : 0;
     struct task *t = task_get(rank);
-    struct linebuf *lb = &t->lb[idx];
-    const char *p = data;
+    char prefix[16];
 
     if (!E.io->label) {
         if (len)
             write_all(t->fd[idx], data, len);
         return;
     }
-    while (len > 0) {
-        const char *nl = memchr(p, '\n', len);
-        size_t n;
-
-        if (nl) {
-            n = (size_t)(nl - p) + 1;
-            emit_line(t->fd[idx], rank, lb, p, n, false);
-        } else if (lb->len + len > LABEL_LINE_MAX) {
-            n = len;
-            emit_line(t->fd[idx], rank, lb, p, n, true);
-        } else {
-            char *q = realloc(lb->data, lb->len + len);
-            if (!q)
-                cmd_die(E.cmd, "out of memory");
-            lb->data = q;
-            memcpy(lb->data + lb->len, p, len);
-            lb->len += len;
-            n = len;
-        }
-        p += n;
-        len -= n;
-    }
-    if (eof)
-        flush_line(t, rank, idx);
+    snprintf(prefix, sizeof(prefix), "%" PRIu32 ": ", rank);
+    if ((len &&
+         lineout_label(&t->lb[idx], t->fd[idx], prefix, data, len) < 0) ||
+        (eof && lineout_flush(&t->lb[idx], t->fd[idx], prefix) < 0))
+        label_failed();
 }
 
 static void check_done(void)
@@ -645,10 +568,14 @@ static void finish(void)
     if (E.in_started && E.in_fd > STDERR_FILENO)
         close(E.in_fd);
     for (size_t r = 0; r < E.ntasks; r++) {
+        char prefix[32];
+
         if (!E.tasks[r].seen)
             continue;
-        flush_line(&E.tasks[r], (uint32_t)r, 0);
-        flush_line(&E.tasks[r], (uint32_t)r, 1);
+        snprintf(prefix, sizeof(prefix), "%zu: ", r);
+        for (int i = 0; i < 2; i++)
+            if (lineout_flush(&E.tasks[r].lb[i], E.tasks[r].fd[i], prefix) < 0)
+                label_failed();
     }
     for (size_t i = 0; i < E.nfiles; i++) {
         if (close(E.files[i].fd) < 0 && !E.output_failed) {
