@@ -21,6 +21,13 @@
  * the shell is spawned (under broker_tmpdir_base()) and removes it once
  * the shell has been reaped; other services of the same broker (bcast)
  * find it with job_exec_tmpdir().
+ *
+ * Tool daemons (tool.c) run beside a job on its nodes and share its
+ * tmpdir: a node's tool service asks job-exec for the tmpdir and the
+ * local tasks (job_exec_tasklist()).  When the shell has been reaped,
+ * job-exec tells the tool service (tool_job_end()), which signals the
+ * job's daemons and, if any still runs, takes over the tmpdir to remove
+ * it after the last one.
  */
 #ifndef EDDY_BROKER_JOB_H
 #define EDDY_BROKER_JOB_H
@@ -36,6 +43,7 @@
 struct job_manager;
 struct job_io;
 struct jexec_ctx;
+struct tool_ctx;
 
 /* Start the output log of job 'id' with 'ntasks' tasks.  -1 with errno
  * EEXIST or ENOMEM. */
@@ -89,5 +97,19 @@ int job_exec_fragment(struct jexec_ctx *ctx,
 /* The tmpdir of job 'id' on this broker, or NULL (errno ESRCH) if the
  * job does not run here (or has ended here). */
 const char *job_exec_tmpdir(struct jexec_ctx *ctx, uint64_t id);
+
+/* The tasks of job 'id' on this broker as "RANK:PID,..." in rank order
+ * (caller frees).  NULL with errno ESRCH (the job does not run here, or
+ * has ended here), EAGAIN (its tasks have not started) or ENOMEM. */
+char *job_exec_tasklist(struct jexec_ctx *ctx, uint64_t id);
+
+/* Job 'id' has ended on this broker (its shell reaped): its tool daemons
+ * get SIGTERM, then SIGKILL after a grace period, unless launched to
+ * outlive the job.  'tmpdir' (may be NULL) is the job's tmpdir here.
+ * Returns true if some daemon of the job still runs: the tool service
+ * then owns 'tmpdir' (a malloc'd path) and removes the directory after
+ * the last daemon of the job exits; false if the caller should remove it
+ * (and keeps the path).  False for a NULL ctx. */
+bool tool_job_end(struct tool_ctx *ctx, uint64_t id, char *tmpdir);
 
 #endif /* !EDDY_BROKER_JOB_H */

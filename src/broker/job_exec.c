@@ -49,6 +49,7 @@
 #include <jansson.h>
 
 #include "src/broker/job.h"
+#include "src/broker/procenv.h"
 #include "src/broker/service.h"
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
@@ -70,8 +71,6 @@
 
 /* Characters of the run directory's name kept in a tmpdir's name. */
 #define JOB_EXEC_TMPDIR_INSTANCE_MAX 32
-
-extern char **environ;
 
 struct jexec_ctx;
 
@@ -289,13 +288,18 @@ error:
                      strerror(errnum));
 }
 
-/* The job no longer needs its tmpdir on this node: remove it with all it
- * holds, never following a symlink out of it.  The one place that
- * decides (tool daemons sharing the tmpdir will count references here). */
+/* The job's tasks are gone from this node: its tool daemons are told,
+ * and the tmpdir is removed with all it holds (never following a symlink
+ * out of it), now if no daemon of the job runs here, else by the tool
+ * service once the last one has exited. */
 static void tmpdir_release(struct job *j, broker_t *b)
 {
     eddy_error_t err = {{0}};
 
+    if (tool_job_end(broker_service_ctx(b, "tool"), j->id, j->tmpdir)) {
+        j->tmpdir = NULL; /* the tool service's now */
+        return;
+    }
     if (!j->tmpdir)
         return;
     if (rmtree(j->tmpdir, &err) < 0 && errno != ENOENT)
@@ -309,6 +313,14 @@ static void tmpdir_release(struct job *j, broker_t *b)
     j->tmpdir = NULL;
 }
 
+/* qsort() order of (rank, pid) pairs: by rank. */
+static int pair_cmp(const void *a, const void *b)
+{
+    json_int_t x = *(const json_int_t *)a, y = *(const json_int_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
 const char *job_exec_tmpdir(struct jexec_ctx *ctx, uint64_t id)
 {
     struct job *j = ctx ? job_lookup(ctx, id) : NULL;
@@ -318,6 +330,46 @@ const char *job_exec_tmpdir(struct jexec_ctx *ctx, uint64_t id)
         return NULL;
     }
     return j->tmpdir;
+}
+
+char *job_exec_tasklist(struct jexec_ctx *ctx, uint64_t id)
+{
+    struct job *j = ctx ? job_lookup(ctx, id) : NULL;
+    size_t n, i, len = 0, size;
+    json_int_t *pairs = NULL;
+    char *buf = NULL;
+
+    if (!j || j->exited) {
+        errno = ESRCH;
+        return NULL;
+    }
+    if (!j->started || (n = json_array_size(j->started)) == 0) {
+        errno = EAGAIN;
+        return NULL;
+    }
+    /* "started" lists tasks as forked, not by rank */
+    if (!(pairs = calloc(n, 2 * sizeof(*pairs))))
+        goto nomem;
+    for (i = 0; i < n; i++) {
+        json_t *t = json_array_get(j->started, i);
+        pairs[2 * i] = json_integer_value(json_array_get(t, 0));
+        pairs[2 * i + 1] = json_integer_value(json_array_get(t, 1));
+    }
+    qsort(pairs, n, 2 * sizeof(*pairs), pair_cmp);
+    size = n * 24 + 1; /* two integers of at most 10 digits, ':' and ',' */
+    if (!(buf = malloc(size)))
+        goto nomem;
+    buf[0] = '\0';
+    for (i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld:%lld",
+                                i ? "," : "", (long long)pairs[2 * i],
+                                (long long)pairs[2 * i + 1]);
+    free(pairs);
+    return buf;
+nomem:
+    free(pairs);
+    errno = ENOMEM;
+    return NULL;
 }
 
 /* --- the start stream ---------------------------------------------------- */
@@ -570,58 +622,17 @@ static void on_timer(uv_timer_t *t)
     kill_shell(j, SIGKILL);
 }
 
-/* Set or add NAME=VALUE in a NULL-terminated vector with room for it. */
-static int env_put(char **env, const char *name, const char *value)
-{
-    size_t n = strlen(name), i;
-    char *entry;
-
-    if (asprintf(&entry, "%s=%s", name, value) < 0)
-        return -1;
-    for (i = 0; env[i]; i++)
-        if (!strncmp(env[i], name, n) && env[i][n] == '=')
-            break;
-    if (env[i])
-        free(env[i]);
-    else
-        env[i + 1] = NULL;
-    env[i] = entry;
-    return 0;
-}
-
-static void env_free(char **env)
-{
-    if (env) {
-        for (size_t i = 0; env[i]; i++)
-            free(env[i]);
-        free(env);
-    }
-}
-
 /* The broker's environment plus EDDY_URI, EDDY_BROKER_RANK and
  * EDDY_JOB_TMPDIR (which the shell passes on to the tasks). */
 static char **shell_env(broker_t *b, const char *tmpdir)
 {
-    size_t n = 0, i;
-    char **env;
-    char rank[16];
+    char **env = procenv_create(b, 1);
 
-    while (environ[n])
-        n++;
-    if (!(env = calloc(n + 4, sizeof(*env))))
+    if (env && procenv_set(env, "EDDY_JOB_TMPDIR", tmpdir) < 0) {
+        procenv_destroy(env);
         return NULL;
-    for (i = 0; i < n; i++)
-        if (!(env[i] = strdup(environ[i])))
-            goto error;
-    snprintf(rank, sizeof(rank), "%u", broker_rank(b));
-    if (env_put(env, "EDDY_URI", broker_local_uri(b)) < 0 ||
-        env_put(env, "EDDY_BROKER_RANK", rank) < 0 ||
-        env_put(env, "EDDY_JOB_TMPDIR", tmpdir) < 0)
-        goto error;
+    }
     return env;
-error:
-    env_free(env);
-    return NULL;
 }
 
 /* Spawn the shell; -1 with errno (uv_spawn's) on failure, the job's
@@ -656,7 +667,7 @@ static int shell_spawn(struct job *j)
     j->proc.data = j;
     j->handles++; /* uv_spawn initializes the handle even when it fails */
     rc = uv_spawn(broker_loop(ctx->b), &j->proc, &opts);
-    env_free(env);
+    procenv_destroy(env);
     if (rc < 0) {
         errno = -rc;
         return -1;
