@@ -249,7 +249,7 @@ static int job_attach(int argc, char **argv)
     if (mpir_wanted(io.on_fatal != NULL)) {
         io.on_fatal = mpir_aborting;
         mpir_acquire("job attach", h, id, true);
-        mpir_spawned();
+        mpir_spawned("job attach", h, id);
     }
     status = jobio_attach("job attach", h, id, &io);
 

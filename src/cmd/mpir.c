@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "eddy/mpir.h"
+#include "eddy/tool.h"
 #include "cmd.h"
 #include "jobopts.h"
 #include "mpir.h"
@@ -47,6 +48,13 @@ MPIR_SYMBOL int MPIR_partial_attach_ok = 1;
 MPIR_SYMBOL int MPIR_ignore_queues = 1;
 MPIR_SYMBOL int MPIR_acquired_pre_main = 1;
 MPIR_SYMBOL int MPIR_force_to_main = 1;
+/* Optional tool-daemon launch: a debugger writes a daemon's path and its
+ * arguments (each NUL-terminated, the list ended by an empty one) before
+ * it continues from MPIR_Breakpoint; sizes as the spec gives them. */
+#define MPIR_EXECUTABLE_PATH_MAX 256
+#define MPIR_SERVER_ARGUMENTS_MAX 1024
+MPIR_SYMBOL char MPIR_executable_path[MPIR_EXECUTABLE_PATH_MAX];
+MPIR_SYMBOL char MPIR_server_arguments[MPIR_SERVER_ARGUMENTS_MAX];
 /* The job ID, as other launchers publish it (a string) and as a number. */
 MPIR_SYMBOL char *totalview_jobid;
 MPIR_SYMBOL volatile uint64_t eddy_jobid;
@@ -164,10 +172,41 @@ void mpir_acquire(const char *cmd, eddy_t *h, eddy_jobid_t id, bool wait)
     acquired = pt;
 }
 
-void mpir_spawned(void)
+/* Launch the daemon a debugger asked for in MPIR_executable_path on every
+ * node of the job; its output is left to `eddy tool attach`. */
+static void launch_server(const char *cmd, eddy_t *h, eddy_jobid_t id)
+{
+    const char *argv[MPIR_SERVER_ARGUMENTS_MAX / 2 + 2];
+    size_t n = 0, off = 0;
+    eddy_future_t *f;
+    eddy_toolid_t tool;
+
+    MPIR_executable_path[MPIR_EXECUTABLE_PATH_MAX - 1] = '\0';
+    MPIR_server_arguments[MPIR_SERVER_ARGUMENTS_MAX - 1] = '\0';
+    argv[n++] = MPIR_executable_path;
+    while (off < MPIR_SERVER_ARGUMENTS_MAX && MPIR_server_arguments[off]) {
+        argv[n++] = &MPIR_server_arguments[off];
+        off += strlen(&MPIR_server_arguments[off]) + 1;
+    }
+    argv[n] = NULL;
+    if (!(f = eddy_tool_launch(h, id, argv, NULL)) ||
+        eddy_tool_launch_get(f, &tool) < 0)
+        cmd_die(cmd, "job %" PRIu64 ": MPIR_executable_path %s: %s", id,
+                MPIR_executable_path,
+                f ? eddy_future_error_string(f) : strerror(errno));
+    eddy_future_destroy(f);
+    fprintf(stderr,
+            "eddy %s: job %" PRIu64 ": tool %" PRIu64 ": %s started on every "
+            "node (eddy tool attach %" PRIu64 ")\n",
+            cmd, id, tool, MPIR_executable_path, tool);
+}
+
+void mpir_spawned(const char *cmd, eddy_t *h, eddy_jobid_t id)
 {
     MPIR_debug_state = MPIR_DEBUG_SPAWNED;
     MPIR_Breakpoint();
+    if (MPIR_executable_path[0])
+        launch_server(cmd, h, id);
 }
 
 void mpir_aborting(const char *type, const char *note)

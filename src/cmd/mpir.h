@@ -41,8 +41,11 @@ bool mpir_wait_held(const char *cmd, eddy_t *h, eddy_jobid_t id);
  * started yet is waited for.  Exits on error. */
 void mpir_acquire(const char *cmd, eddy_t *h, eddy_jobid_t id, bool wait_start);
 
-/* MPIR_DEBUG_SPAWNED, then MPIR_Breakpoint(). */
-void mpir_spawned(void);
+/* MPIR_DEBUG_SPAWNED, then MPIR_Breakpoint().  If the debugger set
+ * MPIR_executable_path (and maybe MPIR_server_arguments) meanwhile, that
+ * tool daemon is launched on every node of job 'id' (eddy/tool.h) before
+ * this returns.  Exits if the launch fails. */
+void mpir_spawned(const char *cmd, eddy_t *h, eddy_jobid_t id);
 
 /* MPIR_DEBUG_ABORTING with "TYPE: NOTE" as MPIR_debug_abort_string, then
  * MPIR_Breakpoint().  Fits struct jobio's on_fatal. */

@@ -90,7 +90,7 @@ static int run_run(int argc, char **argv)
     if (debug && mpir_wait_held("run", h, id)) {
         eddy_future_t *f;
         mpir_acquire("run", h, id, false);
-        mpir_spawned();
+        mpir_spawned("run", h, id);
         if (!(f = eddy_job_release_untraced(h, id)) ||
             eddy_rpc_get(f, NULL) < 0)
             cmd_warn("run", "job %" PRIu64 ": release: %s", id,
