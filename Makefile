@@ -58,6 +58,7 @@ fuzz: deps
 bench: build
 	@bench/run $(BUILD)
 	@echo; bench/mpir $(BUILD)
+	@echo; bench/tools $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

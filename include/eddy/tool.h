@@ -138,7 +138,7 @@ eddy_future_t *eddy_tool_kill(eddy_t *h,
  *              "running":"1-3","keep":false,
  *              "exits":[[NODE,STATUS],...],
  *              "failed":[[NODE,ERRNO,"MESSAGE"],...]}, ...]}
- * Finished launches stay listed until their job is purged. */
+ * The last 256 finished launches stay listed (and attachable). */
 eddy_future_t *eddy_tool_list(eddy_t *h, eddy_jobid_t id);
 
 #ifdef __cplusplus
