@@ -13,6 +13,7 @@ extern const struct cmd cmd_overlay;
 extern const struct cmd cmd_ping;
 extern const struct cmd cmd_run;
 extern const struct cmd cmd_shutdown;
+extern const struct cmd cmd_stack;
 extern const struct cmd cmd_start;
 extern const struct cmd cmd_submit;
 extern const struct cmd cmd_tool;
@@ -20,10 +21,10 @@ extern const struct cmd cmd_uri;
 extern const struct cmd cmd_version;
 
 const struct cmd *const eddy_commands[] = {
-    &cmd_start,    &cmd_run,     &cmd_submit, &cmd_jobs,
-    &cmd_job,      &cmd_bcast,   &cmd_tool,   &cmd_exec,
-    &cmd_ping,     &cmd_overlay, &cmd_dmesg,  &cmd_uri,
-    &cmd_shutdown, &cmd_version, &cmd_help,   NULL,
+    &cmd_start,   &cmd_run,   &cmd_submit, &cmd_jobs,     &cmd_job,
+    &cmd_bcast,   &cmd_tool,  &cmd_stack,  &cmd_exec,     &cmd_ping,
+    &cmd_overlay, &cmd_dmesg, &cmd_uri,    &cmd_shutdown, &cmd_version,
+    &cmd_help,    NULL,
 };
 
 const struct cmd *cmd_lookup(const char *name)
