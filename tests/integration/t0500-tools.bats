@@ -274,3 +274,14 @@ SH
     [ "$status" -eq 1 ]
     [ "$(grep -c 'rank [0-3] (.*): cannot start /nonexistent/daemon: No such file or directory' <<<"$output")" -eq 4 ]
 }
+
+@test "examples/tool-frontend.c: the whole tool path through libeddy alone" {
+    printf 'the support note\n' >"$T/note.txt"
+    run bounded 60 eddy-tool-frontend 4 8 "$T/note.txt" -- hostname
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '^  rank [0-7]: .* pid [0-9]* /.*hostname$' <<<"$output")" -eq 8 ]
+    [[ "$output" == *"note.txt shipped to nodes 0-3"* ]]
+    [ "$(grep -c '^  daemon on .* (node [0-3]): the support note (tasks [0-9:,]*)$' <<<"$output")" -eq 4 ]
+    [[ "$output" == *"finished: status 0"* ]]
+}
