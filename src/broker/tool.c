@@ -53,6 +53,7 @@
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
 #include "src/common/log.h"
+#include "src/common/relpath.h"
 #include "src/common/rmtree.h"
 
 /* Output bytes a node sends before rank 0 must drain them. */
@@ -862,19 +863,7 @@ static void on_spawn(broker_rpc_t *rpc, const msg_t *msg, void *arg)
 /* A relative cwd must stay under the tmpdir: no ".." component. */
 static bool cwd_escapes(const char *cwd)
 {
-    const char *p = cwd;
-
-    if (!cwd || cwd[0] == '/')
-        return false;
-    while (*p) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return true;
-        p += n;
-        while (*p == '/')
-            p++;
-    }
-    return false;
+    return cwd && cwd[0] != '/' && relpath_has_dotdot(cwd);
 }
 
 static bool valid_env(const json_t *vars)
