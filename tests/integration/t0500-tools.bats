@@ -230,7 +230,10 @@ SH
         set_chars MPIR_server_arguments $'-a\nb c\n'
         echo "continue"
     } >"$T/cmds"
-    run bounded 120 gdb -batch -nx -x "$T/cmds" --args eddy run -N4 -n4 true
+    # the job lives until every daemon has written its file (a daemon
+    # still running at the job's end would be terminated)
+    run bounded 120 gdb -batch -nx -x "$T/cmds" --args eddy run -N4 -n4 \
+        sh -c "until [ \$(ls $T/daemon.* 2>/dev/null | wc -l) -eq 4 ]; do sleep 0.1; done"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"started on every node"* ]]
