@@ -95,6 +95,14 @@ int eddy_jobspec_set_stdin(eddy_jobspec_t *js, bool enable);
 int eddy_jobspec_set_stop(eddy_jobspec_t *js, const char *mode);
 
 /* Time limit in seconds (0: none), and a name for listings. */
+/* Load shell plugin 'path' (absolute: a shared object on every node,
+ * include/eddy/shell.h, docs/plugins.md) into the job's shells, with
+ * 'args' (may be NULL) given to its eddy_plugin_init(); plugins load in
+ * the order added.  -1 with errno EINVAL (NULL or relative path, more
+ * than 32 plugins) or ENOMEM. */
+int eddy_jobspec_add_plugin(eddy_jobspec_t *js,
+                            const char *path,
+                            const char *args);
 int eddy_jobspec_set_duration(eddy_jobspec_t *js, double seconds);
 int eddy_jobspec_set_name(eddy_jobspec_t *js, const char *name);
 

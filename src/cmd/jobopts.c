@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "jobopts.h"
 #include "src/common/idset.h"
+#include "src/common/jobspec.h"
 
 extern char **environ;
 
@@ -50,10 +51,34 @@ static const struct option long_opts[] = {
     {"input-ranks", required_argument, NULL, OPT_INPUT_RANKS},
     {"stop", required_argument, NULL, OPT_STOP},
     {"debug", no_argument, NULL, OPT_DEBUG},
+    {"setopt", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-static const char short_opts[] = "+N:n:c:t:lh";
+static const char short_opts[] = "+N:n:c:t:lo:h";
+
+/* -o KEY=VALUE: shell options.  Only plugin=PATH[,ARGS] so far (a
+ * relative PATH is taken from our working directory). */
+static void setopt_option(const char *cmd, eddy_jobspec_t *js, const char *arg)
+{
+    char cwd[PATH_MAX];
+    eddy_error_t err;
+    json_t *p;
+    const char *args = NULL;
+
+    if (strncmp(arg, "plugin=", 7) != 0)
+        cmd_die(cmd, "-o %s: unknown option (use -o plugin=PATH[,ARGS])", arg);
+    if (!getcwd(cwd, sizeof(cwd)))
+        cmd_die(cmd, "-o %s: getcwd: %s", arg, strerror(errno));
+    if (jobspec_plugin_parse(arg + 7, cwd, &p, &err) < 0)
+        cmd_die(cmd, "-o %s", err.text);
+    (void)json_unpack(p, "{s?s}", "args", &args);
+    if (eddy_jobspec_add_plugin(
+            js, json_string_value(json_object_get(p, "path")), args) < 0)
+        cmd_die(cmd, "-o %s: %s", arg,
+                errno == EINVAL ? "more than 32 plugins" : strerror(errno));
+    json_decref(p);
+}
 
 /* "--nodes" for 'N': how messages name an option. */
 static const char *option_name(int c)
@@ -232,6 +257,8 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
     int first_ntasks = 0;
     bool exclusive = false;
     const char *cwd = NULL, *name = NULL;
+    const char **plugins = NULL; /* -o arguments, applied in order */
+    size_t nplugins = 0;
     double duration = 0;
     int seg = 0, segc;
     char **segv;
@@ -330,6 +357,12 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
             case OPT_DEBUG:
                 o->debug = true;
                 break;
+            case 'o':
+                if (!(plugins =
+                          realloc(plugins, (nplugins + 1) * sizeof(*plugins))))
+                    cmd_die(cmd, "out of memory");
+                plugins[nplugins++] = optarg;
+                break;
             default:
                 fprintf(stderr, "Try 'eddy %s -h' for help.\n", cmd);
                 exit(1);
@@ -379,6 +412,9 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
         (name && eddy_jobspec_set_name(o->js, name) < 0) ||
         (o->stop && eddy_jobspec_set_stop(o->js, o->stop) < 0))
         cmd_die(cmd, "%s", strerror(errno));
+    for (size_t i = 0; i < nplugins; i++)
+        setopt_option(cmd, o->js, plugins[i]);
+    free(plugins);
     if (cwd) {
         char buf[PATH_MAX], *path = NULL;
         if (cwd[0] != '/') {

@@ -56,7 +56,10 @@
     "                          at the program's first instruction, for a\n"    \
     "                          debugger), init (at PMI init; never\n"          \
     "                          triggers for a program that does not use\n"     \
-    "                          PMI, which then just runs)\n"
+    "                          PMI, which then just runs)\n"                   \
+    "  -o plugin=PATH[,ARGS]   load shell plugin PATH (a .so, see\n"           \
+    "                          docs/plugins.md) with ARGS into the job's\n"    \
+    "                          shells; repeatable, loaded in order\n"
 
 struct jobopts {
     eddy_jobspec_t *js;

@@ -55,6 +55,8 @@ static const char *const usage_text =
     "      --tmpdir-base=DIR make each job's private directory on a node\n"
     "                        (EDDY_JOB_TMPDIR) in DIR (default $TMPDIR,\n"
     "                        else /tmp)\n"
+    "      --shell-plugin-dir=DIR  load every *.so in DIR as a shell plugin\n"
+    "                        of every job (repeatable; docs/plugins.md)\n"
     "  -o, --broker-opt=OPT  pass OPT to every broker (repeatable),\n"
     "                        e.g. -o --heartbeat=0.5\n"
     "      --wrap=ARGS       run each broker under ARGS (comma separated),\n"
@@ -621,6 +623,46 @@ static void set_tmpdir_base(struct start *st, const char *dir)
         cmd_die("start", "--tmpdir-base: path too long");
 }
 
+/* --shell-plugin-dir: the brokers pass their environment to the job
+ * shells, which load every *.so of the directories listed in
+ * EDDY_SHELL_PLUGIN_DIRS (colon separated, absolute) before the job's own
+ * plugins.  The directory must exist now: a typo should fail here, not
+ * in every job. */
+static void add_shell_plugin_dir(const char *dir)
+{
+    static char *dirs;
+    char cwd[PATH_MAX], *abs = NULL, *joined = NULL;
+    struct stat sb;
+
+    if (!*dir)
+        cmd_die("start", "--shell-plugin-dir: empty path");
+    if (strchr(dir, ':'))
+        cmd_die("start",
+                "--shell-plugin-dir=%s: a path with ':' cannot be "
+                "listed",
+                dir);
+    if (dir[0] == '/')
+        abs = strdup(dir);
+    else if (!getcwd(cwd, sizeof(cwd)))
+        cmd_die("start", "--shell-plugin-dir=%s: getcwd: %s", dir,
+                strerror(errno));
+    else if (asprintf(&abs, "%s/%s", cwd, dir) < 0)
+        abs = NULL;
+    if (!abs)
+        cmd_die("start", "out of memory");
+    if (stat(abs, &sb) < 0)
+        cmd_die("start", "--shell-plugin-dir=%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        cmd_die("start", "--shell-plugin-dir=%s: not a directory", dir);
+    if (asprintf(&joined, "%s%s%s", dirs ? dirs : "", dirs ? ":" : "", abs) < 0)
+        cmd_die("start", "out of memory");
+    free(abs);
+    free(dirs);
+    dirs = joined;
+    if (setenv("EDDY_SHELL_PLUGIN_DIRS", dirs, 1) < 0)
+        cmd_die("start", "setenv: %s", strerror(errno));
+}
+
 static void parse_args(struct start *st, int argc, char **argv)
 {
     enum {
@@ -632,7 +674,8 @@ static void parse_args(struct start *st, int argc, char **argv)
         OPT_WRAP,
         OPT_TIMEOUT,
         OPT_CORES,
-        OPT_TMPDIR_BASE
+        OPT_TMPDIR_BASE,
+        OPT_SHELL_PLUGIN_DIR
     };
     static const struct option opts[] = {
         {"test-size", required_argument, NULL, 's'},
@@ -647,6 +690,7 @@ static void parse_args(struct start *st, int argc, char **argv)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"cores-per-rank", required_argument, NULL, OPT_CORES},
         {"tmpdir-base", required_argument, NULL, OPT_TMPDIR_BASE},
+        {"shell-plugin-dir", required_argument, NULL, OPT_SHELL_PLUGIN_DIR},
         {"verbose", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
@@ -703,6 +747,9 @@ static void parse_args(struct start *st, int argc, char **argv)
             break;
         case OPT_TMPDIR_BASE:
             set_tmpdir_base(st, optarg);
+            break;
+        case OPT_SHELL_PLUGIN_DIR:
+            add_shell_plugin_dir(optarg);
             break;
         default:
             fputs(usage_text, stderr);

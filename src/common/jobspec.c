@@ -445,6 +445,107 @@ static int parse_environment(jobspec_t *js, const json_t *o, eddy_error_t *err)
     return copy_object(o, &js->env, err);
 }
 
+/* shell.options.plugins: [{"path": ABSOLUTE, "args"?: STRING}, ...] */
+static int check_plugins(const json_t *v, eddy_error_t *err)
+{
+    static const char *const plugin_keys[] = {"path", "args", NULL};
+    const char *base = "attributes.system.shell.options.plugins";
+    char path[96];
+    const json_t *e, *w;
+    const char *s;
+    size_t i;
+
+    if (!json_is_array(v))
+        return bad(err, EINVAL, base, "must be an array");
+    if (json_array_size(v) > JOBSPEC_PLUGINS_MAX)
+        return bad(err, E2BIG, base, "more than %d plugins",
+                   JOBSPEC_PLUGINS_MAX);
+    /* jansson's array iterator is not const; nothing is modified */
+    json_array_foreach((json_t *)v, i, e)
+    {
+        snprintf(path, sizeof(path), "%s[%zu]", base, i);
+        if (need_object(e, path, err) < 0 ||
+            check_keys(e, path, plugin_keys, err) < 0 ||
+            !(w = need(e, "path", path, err)))
+            return -1;
+        snprintf(path, sizeof(path), "%s[%zu].path", base, i);
+        if (get_string(w, path, true, &s, err) < 0)
+            return -1;
+        if (s[0] != '/')
+            return bad(err, EINVAL, path, "must be an absolute path");
+        if (strlen(s) >= JOBSPEC_PLUGIN_PATH_MAX)
+            return bad(err, E2BIG, path, "longer than %d bytes",
+                       JOBSPEC_PLUGIN_PATH_MAX - 1);
+        if ((w = json_object_get(e, "args"))) {
+            snprintf(path, sizeof(path), "%s[%zu].args", base, i);
+            if (get_string(w, path, false, &s, err) < 0)
+                return -1;
+            if (strlen(s) > JOBSPEC_PLUGIN_ARGS_MAX)
+                return bad(err, E2BIG, path, "longer than %d bytes",
+                           JOBSPEC_PLUGIN_ARGS_MAX);
+        }
+    }
+    return 0;
+}
+
+int jobspec_plugin_parse(const char *opt,
+                         const char *cwd,
+                         json_t **out,
+                         eddy_error_t *err)
+{
+    const char *comma;
+    char *path = NULL;
+    json_t *o = NULL, *a = NULL;
+    int rc;
+
+    if (!opt || !out) {
+        errno = EINVAL;
+        return errprintf(err, "plugin: no option");
+    }
+    comma = strchr(opt, ',');
+    if (comma == opt || *opt == '\0') {
+        errno = EINVAL;
+        return errprintf(err, "plugin=%s: expected plugin=PATH[,ARGS]", opt);
+    }
+    if (opt[0] != '/') {
+        if (!cwd || cwd[0] != '/') {
+            errno = EINVAL;
+            return errprintf(err, "plugin=%s: the path must be absolute", opt);
+        }
+        rc = asprintf(&path, "%s/%.*s", cwd,
+                      (int)(comma ? (size_t)(comma - opt) : strlen(opt)), opt);
+    } else {
+        rc = asprintf(&path, "%.*s",
+                      (int)(comma ? (size_t)(comma - opt) : strlen(opt)), opt);
+    }
+    if (rc < 0) {
+        errno = ENOMEM;
+        return errprintf(err, "out of memory");
+    }
+    /* jansson refuses strings that are not UTF-8 */
+    o = json_object();
+    rc = o ? json_object_set_new(o, "path", json_string(path)) : -1;
+    if (rc == 0 && comma)
+        rc = json_object_set_new(o, "args", json_string(comma + 1));
+    free(path);
+    if (rc < 0 || !(a = json_array()) || json_array_append(a, o) < 0) {
+        json_decref(o);
+        json_decref(a);
+        errno = EINVAL;
+        return errprintf(err, "plugin=%s: not valid UTF-8 (or out of memory)",
+                         opt);
+    }
+    /* the same rules as a submitted jobspec */
+    if (check_plugins(a, err) < 0) {
+        json_decref(o);
+        json_decref(a);
+        return -1;
+    }
+    json_decref(a);
+    *out = o;
+    return 0;
+}
+
 static int parse_system(jobspec_t *js, const json_t *o, eddy_error_t *err)
 {
     static const char *const system_keys[] = {"duration", "cwd", "environment",
@@ -481,8 +582,12 @@ static int parse_system(jobspec_t *js, const json_t *o, eddy_error_t *err)
             check_keys(v, "attributes.system.shell", shell_keys, err) < 0)
             return -1;
         if ((w = json_object_get(v, "options"))) {
-            if (need_object(w, "attributes.system.shell.options", err) < 0 ||
-                copy_object(w, &js->options, err) < 0)
+            if (need_object(w, "attributes.system.shell.options", err) < 0)
+                return -1;
+            if (json_object_get(w, "plugins") &&
+                check_plugins(json_object_get(w, "plugins"), err) < 0)
+                return -1;
+            if (copy_object(w, &js->options, err) < 0)
                 return -1;
         }
     }

@@ -62,6 +62,9 @@
 #define JOBSPEC_GROUPS_MAX 4096          /* MPMD task groups */
 #define JOBSPEC_ARGC_MAX 65536           /* arguments of one command */
 #define JOBSPEC_SIZE_MAX (1024u * 1024u) /* compact JSON encoding, bytes */
+#define JOBSPEC_PLUGINS_MAX 32           /* shell plugins of one job */
+#define JOBSPEC_PLUGIN_PATH_MAX 4096     /* PATH_MAX, NUL included */
+#define JOBSPEC_PLUGIN_ARGS_MAX 4096     /* a plugin's argument string */
 
 typedef struct jobspec jobspec_t;
 typedef struct jobspec_builder jobspec_builder_t;
@@ -137,8 +140,22 @@ const char *jobspec_cwd(const jobspec_t *js);
  * '=' and no string contains a NUL byte. */
 json_t *jobspec_environment(const jobspec_t *js);
 
-/* Shell options: a borrowed JSON object (any content), or NULL. */
+/* Shell options: a borrowed JSON object, or NULL.  Its content is the
+ * shell's business, except "plugins", checked here: an array of at most
+ * JOBSPEC_PLUGINS_MAX objects {"path": absolute path, "args"?: string}
+ * (docs/jobspec.md, docs/plugins.md). */
 json_t *jobspec_shell_options(const jobspec_t *js);
+
+/* The shell plugin option "PATH[,ARGS]" (`eddy run -o plugin=...`) as the
+ * object {"path", "args"?} a jobspec's plugins array holds: ARGS is what
+ * follows the first comma (absent without one); a relative PATH is made
+ * absolute with 'cwd' (NULL: refused).  The caller owns '*out'.  -1 with
+ * errno EINVAL (empty path, relative path without cwd), E2BIG (path or
+ * args too long) or ENOMEM, and 'err' naming the option. */
+int jobspec_plugin_parse(const char *opt,
+                         const char *cwd,
+                         json_t **out,
+                         eddy_error_t *err);
 
 /* Job name, or NULL if unset. */
 const char *jobspec_job_name(const jobspec_t *js);

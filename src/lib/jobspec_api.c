@@ -40,6 +40,7 @@ struct eddy_jobspec {
     char *name;
     bool stdin_msgs;  /* tasks read stdin sent with eddy_job_stdin() */
     const char *stop; /* startup barrier (a static string) or NULL */
+    json_t *plugins;  /* shell plugins: [{"path","args"?}], or NULL */
 };
 
 static void group_release(struct group *g)
@@ -75,6 +76,7 @@ void eddy_jobspec_destroy(eddy_jobspec_t *js)
     json_decref(js->envmod);
     free(js->cwd);
     free(js->name);
+    json_decref(js->plugins);
     free(js);
     errno = saved_errno;
 }
@@ -187,6 +189,27 @@ int eddy_jobspec_set_stop(eddy_jobspec_t *js, const char *mode)
     }
     errno = EINVAL;
     return -1;
+}
+
+int eddy_jobspec_add_plugin(eddy_jobspec_t *js,
+                            const char *path,
+                            const char *args)
+{
+    json_t *p;
+
+    if (!js || !path || path[0] != '/' ||
+        (js->plugins && json_array_size(js->plugins) >= JOBSPEC_PLUGINS_MAX)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!(p = json_pack("{s:s}", "path", path)) ||
+        (args && json_object_set_new(p, "args", json_string(args)) < 0) ||
+        (!js->plugins && !(js->plugins = json_array())) ||
+        json_array_append_new(js->plugins, p) < 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
 }
 
 bool jobspec_api_stdin(const struct eddy_jobspec *js)
@@ -383,6 +406,11 @@ static int fill_builder(const eddy_jobspec_t *js,
             errno = ENOMEM;
             goto error;
         }
+    }
+    if (js->plugins &&
+        jobspec_builder_set_shell_option(b, "plugins", js->plugins) < 0) {
+        errno = ENOMEM;
+        goto error;
     }
     return 0;
 error:

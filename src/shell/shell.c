@@ -6,6 +6,19 @@
  *
  * Startup barriers and PMI-1 are described in docs/jobs-protocol.md; the
  * PMI wire protocol itself is pmi_server.c's (docs/pmi.md).
+ *
+ * Plugins (plugin.h, docs/plugins.md) are loaded once the jobspec is
+ * decoded.  When one registered shell.start, the start is split in two:
+ * shell_start() forks the tasks held and sends this node's process table
+ * as kvs.fence number 1 of the job (the PMI barriers then use 2, 3, ...);
+ * the answer, the whole job's table, arrives in the loop, shell.start
+ * runs, and start_continue() goes on as without plugins (release, or
+ * wait at the job's startup barrier).  Without such a plugin nothing
+ * waits.  A plugin that fails at shell.init or shell.start fails every
+ * local task with an exception naming it (the held ones never run); one
+ * that fails later sends an "abort" with status -1, which the job manager
+ * turns into an exception with that note without touching the tasks'
+ * statuses.
  */
 #include <errno.h>
 #include <limits.h>
@@ -23,8 +36,10 @@
 #include "src/common/idset.h"
 #include "src/common/jobslice.h"
 #include "src/common/jobspec.h"
+#include "src/common/proctable.h"
 #include "src/common/rmtree.h"
 #include "src/shell/io.h"
+#include "src/shell/plugin.h"
 #include "src/shell/pmi_server.h"
 #include "src/shell/shell.h"
 #include "src/shell/task.h"
@@ -94,7 +109,19 @@ struct shell {
     int64_t fence_seq; /* last kvs.fence sent */
     eddy_future_t *fence;
     uint32_t ninit; /* tasks that sent cmd=init */
+    /* plugins */
+    eddy_shell_t *plugins;
+    uint32_t broker_rank;    /* ours, for the process table */
+    eddy_future_t *pl_fence; /* the process table exchange */
+    bool pl_waiting;         /* forked, waiting for the exchange */
+    bool pl_failed;          /* a plugin failed the job */
+    bool pl_exit_done;       /* shell.exit was called */
+    unsigned pl_logs;        /* log lines to the job's output unanswered */
 };
+
+/* Log lines of plugins in flight to the job's output at most; beyond,
+ * they only reach the broker log. */
+#define SHELL_PLUGIN_LOGS_MAX 64
 
 /* --- reports ------------------------------------------------------------ */
 
@@ -213,6 +240,8 @@ static bool all_reaped(const struct shell *sh)
 /* Stop the loop once the job is over here: every task reaped and
  * reported, output flushed, reports answered (or, with the broker gone,
  * just every task reaped). */
+static void plugins_exit(struct shell *sh);
+
 static void check_done(struct shell *sh)
 {
     if (!sh->running || !all_reaped(sh))
@@ -221,9 +250,10 @@ static void check_done(struct shell *sh)
         for (uint32_t i = 0; i < sh->ntasks; i++)
             if (!sh->tasks[i].reported)
                 return;
-        if (sh->events > 0 || !shell_io_done(sh->io))
-            return;
     }
+    plugins_exit(sh); /* may send one more report */
+    if (!sh->lost && (sh->events > 0 || !shell_io_done(sh->io)))
+        return;
     uv_stop(sh->loop);
 }
 
@@ -285,6 +315,8 @@ static void exec_stopped(struct shell *sh, struct stask *st, int sig)
         stop_confirmed(sh, st);
 }
 
+static void plugins_task_exit(struct shell *sh, struct stask *st);
+
 static void reap(struct shell *sh)
 {
     struct stask *st;
@@ -293,7 +325,11 @@ static void reap(struct shell *sh)
 
     /* WUNTRACED: the SIGSTOP of a task detached at its exec stop */
     while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
-        if (!(st = find_pid(sh, pid)) || st->exited)
+        if (!(st = find_pid(sh, pid))) {
+            (void)plugins_reaped(sh->plugins, pid, status);
+            continue;
+        }
+        if (st->exited)
             continue;
         if (WIFSTOPPED(status)) {
             if (st->detached && WSTOPSIG(status) == SIGSTOP)
@@ -311,6 +347,7 @@ static void reap(struct shell *sh)
             report_exit(sh, st);
             report_lost(sh, st);
         }
+        plugins_task_exit(sh, st);
     }
     flush_exits(sh);
     check_done(sh);
@@ -530,9 +567,18 @@ void shell_destroy(struct shell *sh)
         if (sh->tasks[i].forked && !sh->tasks[i].exited)
             (void)task_kill(sh->tasks[i].t, SIGKILL);
         task_destroy(sh->tasks[i].t);
+        /* the loop runs again below: a late SIGCHLD (a plugin's helper
+         * killed) must not find this task */
+        sh->tasks[i].t = NULL;
+        sh->tasks[i].forked = false;
     }
     eddy_future_destroy(sh->fence);
     sh->fence = NULL;
+    eddy_future_destroy(sh->pl_fence);
+    sh->pl_fence = NULL;
+    /* kills what plugins spawned and still runs */
+    plugins_destroy(sh->plugins);
+    sh->plugins = NULL;
     pmi_close_all(sh);
     free(sh->tasks);
     pmi_server_destroy(sh->pmi);
@@ -625,6 +671,10 @@ error:
 /* --- start -------------------------------------------------------------- */
 
 static int pmi_create(struct shell *sh, eddy_error_t *err);
+static int plugins_init(struct shell *sh, eddy_error_t *err);
+static int plugins_exchange(struct shell *sh);
+static void plugins_fail_start(struct shell *sh, int errnum, const char *note);
+static void start_continue(struct shell *sh);
 
 /* The jobspec's stop mode (rank 0 checked it at submit). */
 static int stop_mode(struct shell *sh, eddy_error_t *err)
@@ -683,6 +733,12 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
         taskenv_destroy(env);
         return -1;
     }
+    /* what plugins set at shell.init comes last: they may override */
+    if (plugins_env_apply(sh->plugins, &env) < 0) {
+        errprintf(err, "rank %u: environment: %s", st->rank, strerror(errno));
+        taskenv_destroy(env);
+        return -1;
+    }
     /* PMI-1 over an inherited socket (docs/pmi.md) */
     snprintf(num[0], sizeof(num[0]), "%d", SHELL_PMI_FD);
     snprintf(num[1], sizeof(num[1]), "%u", st->rank);
@@ -714,6 +770,10 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
     spec.hold = true;
     spec.pgrp = true;
     spec.trace_exec = sh->stop == STOP_EXEC;
+    if (plugins_has(sh->plugins, "task.init")) {
+        spec.pre_exec = plugins_task_init;
+        spec.pre_exec_arg = plugins_task_arg(sh->plugins, st->local_rank);
+    }
     st->t = task_create(&spec, err);
     taskenv_destroy(env);
     if (!st->t) {
@@ -730,6 +790,7 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
         return -1;
     }
     st->forked = true;
+    plugins_task_forked(sh->plugins, st->local_rank, st->t);
     return 0;
 }
 
@@ -843,6 +904,10 @@ int shell_start(struct shell *sh, eddy_error_t *err)
             report_exception(sh, &sh->tasks[i], errnum, e.text);
         return 0;
     }
+    if (plugins_init(sh, &e) < 0) {
+        plugins_fail_start(sh, errno, e.text);
+        return 0;
+    }
     /* fork every task held; the first that cannot start stops the rest */
     for (i = 0; i < sh->ntasks && !failed; i++) {
         struct stask *st = &sh->tasks[i];
@@ -868,11 +933,26 @@ int shell_start(struct shell *sh, eddy_error_t *err)
         }
         return 0;
     }
+    /* every task of the job forked and held before shell.start */
+    if (plugins_has(sh->plugins, "shell.start"))
+        return plugins_exchange(sh);
+    plugins_started(sh->plugins);
+    start_continue(sh);
+    return 0;
+}
+
+/* The tasks are forked and held: go on as the stop mode says. */
+static void start_continue(struct shell *sh)
+{
+    eddy_error_t e;
+    uint32_t i;
+    bool failed = false;
+
     if (sh->stop == STOP_FORK) {
         /* every pid is known and every task held: wait for release */
         report_started(sh);
         report_held(sh, sh->ntasks);
-        return 0;
+        return;
     }
     /* release them together, then see which ones made it to exec (with
      * stop=exec: to their exec stop, which reap() sees) */
@@ -891,7 +971,6 @@ int shell_start(struct shell *sh, eddy_error_t *err)
         kill_all(sh, SIGKILL);
     else if (sh->stop != STOP_EXEC)
         report_started(sh);
-    return 0;
 }
 
 /* --- run ---------------------------------------------------------------- */
@@ -1364,4 +1443,364 @@ static void pmi_close_all(struct shell *sh)
     }
     if (any)
         uv_run(sh->loop, UV_RUN_NOWAIT);
+}
+
+/* --- plugins ------------------------------------------------------------ */
+
+static void on_log_answer(eddy_future_t *f, void *arg)
+{
+    struct shell *sh = arg;
+
+    /* refused once the stream is at EOF: the broker log still has it */
+    sh->pl_logs--;
+    sh->events--;
+    eddy_future_destroy(f);
+    check_done(sh);
+}
+
+/* A plugin's log line into the job's stderr output, as the output of our
+ * first task rank. */
+static void plugin_log_job(const char *line, void *arg)
+{
+    struct shell *sh = arg;
+    eddy_future_t *f = NULL;
+    json_t *o;
+    char *text = NULL;
+
+    if (sh->lost || sh->ntasks == 0 || sh->pl_logs >= SHELL_PLUGIN_LOGS_MAX)
+        return;
+    if (!(o = json_pack("{s:I s:I s:s}", "id", (json_int_t)sh->id, "rank",
+                        (json_int_t)sh->tasks[0].rank, "stream", "stderr")) ||
+        !(text = json_dumps(o, JSON_COMPACT)) ||
+        !(f = eddy_rpc(sh->h, "job-io.write", 0, 0, text, line,
+                       strlen(line))) ||
+        eddy_future_then(f, -1, on_log_answer, sh) < 0) {
+        eddy_future_destroy(f);
+    } else {
+        sh->pl_logs++;
+        sh->events++;
+    }
+    free(text);
+    json_decref(o);
+}
+
+/* A plugin failed once the tasks were running (or at shell.exit): the
+ * job ends with an exception carrying 'note'; what plugins spawned dies.
+ * Only the first failure is reported. */
+static void plugins_fail_async(struct shell *sh, const char *note)
+{
+    fprintf(stderr, "eddy-shell: job %ju: %s\n", (uintmax_t)sh->id, note);
+    plugins_kill_spawned(sh->plugins);
+    if (sh->pl_failed || sh->lost || sh->ntasks == 0)
+        return;
+    sh->pl_failed = true;
+    flush_exits(sh); /* rank 0 sees the exits first */
+    send_event(sh, json_pack("{s:s s:I s:i s:s}", "type", "abort", "rank",
+                             (json_int_t)sh->tasks[0].rank, "status", -1,
+                             "note", note));
+}
+
+static void plugin_fail_cb(const char *note, void *arg)
+{
+    plugins_fail_async(arg, note);
+}
+
+/* A plugin failed before any task ran (shell.init, shell.start, or the
+ * process table exchange): the first local task carries the exception,
+ * the others are not started (never forked) or cancelled (held: they
+ * exit TASK_EXIT_CANCELLED without running the program). */
+static void plugins_fail_start(struct shell *sh, int errnum, const char *note)
+{
+    bool first = true;
+
+    fprintf(stderr, "eddy-shell: job %ju: %s\n", (uintmax_t)sh->id, note);
+    sh->pl_failed = true;
+    sh->pl_waiting = false;
+    plugins_kill_spawned(sh->plugins);
+    plugins_started(sh->plugins);
+    for (uint32_t i = 0; i < sh->ntasks; i++) {
+        struct stask *st = &sh->tasks[i];
+        if (st->forked && !st->exited)
+            task_cancel(st->t);
+        if (st->reported)
+            continue;
+        if (first)
+            report_exception(sh, st, errnum, note);
+        else if (!st->forked)
+            report_exception(sh, st, ECANCELED, "not started: a plugin failed");
+        first = false;
+    }
+}
+
+/* The job's broker rank at our node index (the JOBSLICE's "ranks" in
+ * order); the node index if the slice has none. */
+static uint32_t broker_rank_of(const struct shell *sh)
+{
+    idset_t *set;
+    uint32_t r, i = 0, rank = sh->slice->node_index;
+
+    if (!sh->ranks || !(set = idset_decode(sh->ranks, NULL)))
+        return rank;
+    for (r = idset_first(set); r != IDSET_INVALID; r = idset_next(set, r))
+        if (i++ == sh->slice->node_index) {
+            rank = r;
+            break;
+        }
+    idset_destroy(set);
+    return rank;
+}
+
+/* Load the instance's plugins, then the job's, and call shell.init.
+ * Without any, no plugin context exists. */
+static int plugins_init(struct shell *sh, eddy_error_t *err)
+{
+    static const struct plugins_ops ops = {
+        .log_job = plugin_log_job,
+        .fail = plugin_fail_cb,
+    };
+    json_t *list = json_object_get(jobspec_shell_options(sh->js), "plugins");
+    const char *dirs = getenv(PLUGIN_DIRS_ENV);
+    struct plugins_info info = {0};
+    uint32_t *ranks;
+    size_t i;
+    json_t *v;
+
+    if (json_array_size(list) == 0 && (!dirs || !*dirs))
+        return 0;
+    sh->broker_rank = broker_rank_of(sh);
+    if (!(ranks = calloc(sh->ntasks + 1, sizeof(*ranks)))) {
+        errno = ENOMEM;
+        return errprintf(err, "plugins: out of memory");
+    }
+    for (uint32_t t = 0; t < sh->ntasks; t++)
+        ranks[t] = sh->tasks[t].rank;
+    info.jobid = sh->id;
+    info.ntasks = sh->slice->size;
+    info.nnodes = sh->slice->nnodes;
+    info.node_index = sh->slice->node_index;
+    info.node_rank = sh->broker_rank;
+    info.nlocal = sh->ntasks;
+    info.local_ranks = ranks;
+    sh->plugins = plugins_create(&info, &ops, sh);
+    free(ranks);
+    if (!sh->plugins)
+        return errprintf(err, "plugins: %s", strerror(errno));
+    if (plugins_load_dirs(sh->plugins, dirs, err) < 0)
+        return -1;
+    /* jobspec_decode() checked the shape of the list */
+    json_array_foreach(list, i, v)
+    {
+        const char *path = json_string_value(json_object_get(v, "path"));
+        const char *args = json_string_value(json_object_get(v, "args"));
+        if (plugins_load(sh->plugins, path, args, err) < 0)
+            return -1;
+    }
+    return plugins_call(sh->plugins, "shell.init", -1, err);
+}
+
+/* This node's part of the process table, as report_started() tells rank
+ * 0 (absolute executable paths). */
+static proctable_t *local_proctable(struct shell *sh, eddy_error_t *err)
+{
+    char host[256] = "";
+    proctable_t *pt;
+
+    if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+        snprintf(host, sizeof(host), "rank%u", sh->broker_rank);
+    if (!(pt = proctable_create())) {
+        errprintf(err, "out of memory");
+        return NULL;
+    }
+    for (uint32_t i = 0; i < sh->ntasks; i++) {
+        struct stask *st = &sh->tasks[i];
+        const char *path = task_path(st->t);
+        char abs[PATH_MAX];
+        struct proctable_entry e = {0};
+
+        if (path && path[0] != '/' && jobspec_cwd(sh->js) &&
+            snprintf(abs, sizeof(abs), "%s/%s", jobspec_cwd(sh->js), path) <
+                (int)sizeof(abs))
+            path = abs;
+        e.rank = st->rank;
+        e.broker_rank = sh->broker_rank;
+        e.appnum = jobspec_task_group(sh->js, st->rank);
+        e.pid = (int32_t)task_pid(st->t);
+        e.hostname = host;
+        e.executable = path && *path ? path : "?";
+        if (proctable_add(pt, &e) < 0) {
+            errprintf(err, "rank %u: %s", st->rank, strerror(errno));
+            proctable_destroy(pt);
+            return NULL;
+        }
+    }
+    return pt;
+}
+
+/* Every task of the job is forked and held and the table is known: call
+ * shell.start, then go on as without plugins.  If a task is already gone
+ * (the job is being killed while we waited), nothing is started. */
+static void plugins_shell_start(struct shell *sh)
+{
+    eddy_error_t e;
+    bool gone = sh->lost;
+
+    sh->pl_waiting = false;
+    for (uint32_t i = 0; i < sh->ntasks; i++)
+        if (sh->tasks[i].exited || task_state(sh->tasks[i].t) != TASK_HELD)
+            gone = true;
+    if (gone) {
+        for (uint32_t i = 0; i < sh->ntasks; i++)
+            if (sh->tasks[i].forked && !sh->tasks[i].exited)
+                task_cancel(sh->tasks[i].t);
+        plugins_started(sh->plugins);
+        return;
+    }
+    if (plugins_call(sh->plugins, "shell.start", -1, &e) < 0) {
+        plugins_fail_start(sh, errno, e.text);
+        return;
+    }
+    plugins_started(sh->plugins);
+    start_continue(sh);
+}
+
+static void on_pl_fence(eddy_future_t *f, void *arg)
+{
+    struct shell *sh = arg;
+    proctable_t *pt = NULL;
+    json_int_t count;
+    const void *data;
+    size_t len;
+    eddy_error_t e;
+
+    if (eddy_rpc_get_unpack(f, "{s:I}", "count", &count) < 0 ||
+        eddy_rpc_get_raw(f, &data, &len) < 0) {
+        errprintf(&e, "node %u: shell.start: process table exchange: %s",
+                  sh->broker_rank, eddy_future_error_string(f));
+        goto fail;
+    }
+    if (!(pt = proctable_create())) {
+        errprintf(&e, "node %u: shell.start: out of memory", sh->broker_rank);
+        goto fail;
+    }
+    if (plugin_pt_merge(pt, data, len, &e) < 0) {
+        errprintf(&e, "node %u: shell.start: %s", sh->broker_rank, e.text);
+        goto fail;
+    }
+    if (!proctable_is_complete(pt, sh->slice->size)) {
+        errno = EPROTO;
+        errprintf(&e,
+                  "node %u: shell.start: process table exchange: %zu of %u "
+                  "tasks",
+                  sh->broker_rank, proctable_count(pt), sh->slice->size);
+        goto fail;
+    }
+    eddy_future_destroy(f);
+    sh->pl_fence = NULL;
+    plugins_set_proctable(sh->plugins, pt);
+    plugins_shell_start(sh);
+    check_done(sh);
+    return;
+fail:
+    proctable_destroy(pt);
+    eddy_future_destroy(f);
+    sh->pl_fence = NULL;
+    plugins_fail_start(sh, errno ? errno : EPROTO, e.text);
+    check_done(sh);
+}
+
+/* Exchange the local process tables of the job's shells (kvs.fence, the
+ * collective of the PMI barrier, as fence number 1), then shell.start.
+ * Failures fail the job (an exception), not the shell: 0. */
+static int plugins_exchange(struct shell *sh)
+{
+    proctable_t *pt;
+    char *key = NULL, *value = NULL, *buf = NULL, *text = NULL;
+    size_t klen, vlen;
+    json_t *o = NULL;
+    eddy_error_t e;
+
+    if (!(pt = local_proctable(sh, &e))) {
+        errprintf(&e, "node %u: shell.start: process table: %s",
+                  sh->broker_rank, e.text);
+        goto fail;
+    }
+    if (sh->slice->nnodes <= 1) {
+        plugins_set_proctable(sh->plugins, pt);
+        plugins_shell_start(sh);
+        return 0;
+    }
+    if (plugin_pt_record(pt, sh->slice->node_index, &key, &value) < 0) {
+        proctable_destroy(pt);
+        errprintf(&e, "node %u: shell.start: process table: %s",
+                  sh->broker_rank, strerror(errno));
+        goto fail;
+    }
+    proctable_destroy(pt);
+    klen = strlen(key) + 1;
+    vlen = strlen(value) + 1;
+    if (!sh->ranks || !(buf = malloc(klen + vlen))) {
+        errno = sh->ranks ? ENOMEM : EPROTO;
+        errprintf(&e, "node %u: shell.start: %s", sh->broker_rank,
+                  sh->ranks ? "out of memory" : "no broker ranks in the slice");
+        goto fail;
+    }
+    memcpy(buf, key, klen);
+    memcpy(buf + klen, value, vlen);
+    if (!(o = json_pack("{s:I s:I s:s}", "id", (json_int_t)sh->id, "seq",
+                        (json_int_t)(sh->fence_seq + 1), "ranks", sh->ranks)) ||
+        !(text = json_dumps(o, JSON_COMPACT)) ||
+        !(sh->pl_fence = eddy_rpc(sh->h, "kvs.fence", EDDY_RANK_ANY, 0, text,
+                                  buf, klen + vlen)) ||
+        eddy_future_then(sh->pl_fence, -1, on_pl_fence, sh) < 0) {
+        errprintf(&e, "node %u: shell.start: cannot send the process table: %s",
+                  sh->broker_rank, strerror(errno));
+        eddy_future_destroy(sh->pl_fence);
+        sh->pl_fence = NULL;
+        goto fail;
+    }
+    sh->fence_seq++;
+    sh->pl_waiting = true;
+    free(key);
+    free(value);
+    free(buf);
+    free(text);
+    json_decref(o);
+    return 0;
+fail:
+    free(key);
+    free(value);
+    free(buf);
+    free(text);
+    json_decref(o);
+    plugins_fail_start(sh, errno ? errno : EIO, e.text);
+    return 0;
+}
+
+/* A task was reaped: tell the plugins. */
+static void plugins_task_exit(struct shell *sh, struct stask *st)
+{
+    eddy_error_t e;
+
+    if (!sh->plugins)
+        return;
+    plugins_task_exited(sh->plugins, st->local_rank,
+                        task_exit_code(task_status(st->t)));
+    if (plugins_call(sh->plugins, "task.exit", (int)st->local_rank, &e) < 0)
+        plugins_fail_async(sh, e.text);
+}
+
+/* Every local task is over: shell.exit, once, then what plugins spawned
+ * and still runs is killed. */
+static void plugins_exit(struct shell *sh)
+{
+    eddy_error_t e;
+    int rc;
+
+    if (!sh->plugins || sh->pl_exit_done)
+        return;
+    sh->pl_exit_done = true;
+    rc = plugins_call(sh->plugins, "shell.exit", -1, &e);
+    plugins_kill_spawned(sh->plugins);
+    if (rc < 0)
+        plugins_fail_async(sh, e.text);
 }

@@ -12,6 +12,13 @@
  * execve() succeeded.  A held child waits on a socketpair rather than a
  * pipe so that releasing a child that died meanwhile fails with EPIPE
  * (send with MSG_NOSIGNAL) instead of raising SIGPIPE in the shell.
+ *
+ * The hold channel also carries environment changes made while the task
+ * was held (task_setenv): the release is then 'E', a length, the records
+ * ("NAME=VALUE\0" sets, "NAME\0" removes), and only then 'R'.  Applying
+ * them and running the pre_exec hook (shell plugins' task.init) allocate
+ * in the child: tolerable because the shell is single-threaded, and only
+ * done when there is something to apply or a hook to run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -45,6 +53,12 @@
 
 /* Byte sent on the hold channel to let a held child exec. */
 #define TASK_RELEASE_BYTE 'R'
+/* Byte that announces environment changes (then a uint32_t length and the
+ * records) before the release byte. */
+#define TASK_ENV_BYTE 'E'
+
+/* Room for a pre_exec hook's message in the child's report. */
+#define TASK_HOOK_MSG_MAX 384
 
 /* Which step failed in the child. */
 enum child_step {
@@ -53,6 +67,8 @@ enum child_step {
     STEP_CHDIR,
     STEP_TRACE,
     STEP_EXEC,
+    STEP_ENV,  /* applying the environment changes of the release */
+    STEP_HOOK, /* the pre_exec hook failed */
 };
 
 /* Written by the child in one write(), well under PIPE_BUF, so the parent
@@ -60,7 +76,8 @@ enum child_step {
 struct child_report {
     int step;
     int errnum;
-    int fd; /* STEP_FD: the target fd being set up */
+    int fd;                      /* STEP_FD: the target fd being set up */
+    char msg[TASK_HOOK_MSG_MAX]; /* STEP_HOOK: the hook's message */
 };
 
 struct task {
@@ -74,6 +91,8 @@ struct task {
     bool hold;
     bool pgrp;
     bool trace_exec;
+    task_pre_exec_f pre_exec;
+    void *pre_exec_arg;
 
     enum task_state state;
     char *path;    /* resolved program, after task_start */
@@ -84,6 +103,9 @@ struct task {
     int report_fd; /* read end of the child's report pipe until known */
     bool released; /* task_release_begin() was called */
     bool lost;     /* the release could not be delivered */
+    bool in_child; /* this copy is the forked child's (pre_exec hook) */
+    char *envmods; /* changes queued while held, sent with the release */
+    size_t envmods_len;
 };
 
 /* Everything the child needs, prepared by the parent so the child does
@@ -201,6 +223,8 @@ task_t *task_create(const struct task_spec *spec, eddy_error_t *err)
     t->hold = spec->hold;
     t->pgrp = spec->pgrp;
     t->trace_exec = spec->trace_exec;
+    t->pre_exec = spec->pre_exec;
+    t->pre_exec_arg = spec->pre_exec_arg;
     if (!(t->argv = strv_dup(spec->argv)) || !(t->envp = strv_dup(spec->envp)))
         goto nomem;
     if (spec->cwd && !(t->cwd = strdup(spec->cwd)))
@@ -232,6 +256,7 @@ void task_destroy(task_t *t)
         free(t->cwd);
         free(t->fds);
         free(t->path);
+        free(t->envmods);
         free(t);
         errno = saved;
     }
@@ -246,6 +271,159 @@ static const char *env_get(char **envp, const char *name)
             return envp[i] + len + 1;
     }
     return NULL;
+}
+
+static void __attribute__((noreturn))
+child_fail(int report_fd, int step, int fd);
+
+static bool env_name_ok(const char *name)
+{
+    return name && *name && !strchr(name, '=');
+}
+
+/* Set (value != NULL) or remove 'name' in the NULL-terminated vector
+ * '*envp' of malloc'd strings.  -1 with errno ENOMEM, '*envp' unchanged. */
+static int envp_set(char ***envp, const char *name, const char *value)
+{
+    size_t len = strlen(name), n = 0, i;
+    char *entry = NULL, **v = *envp;
+
+    while (v[n])
+        n++;
+    for (i = 0; i < n; i++)
+        if (!strncmp(v[i], name, len) && v[i][len] == '=')
+            break;
+    if (!value) {
+        if (i < n) {
+            free(v[i]);
+            memmove(&v[i], &v[i + 1], (n - i) * sizeof(*v));
+        }
+        return 0;
+    }
+    if (asprintf(&entry, "%s=%s", name, value) < 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (i < n) {
+        free(v[i]);
+        v[i] = entry;
+        return 0;
+    }
+    if (!(v = realloc(v, (n + 2) * sizeof(*v)))) {
+        free(entry);
+        errno = ENOMEM;
+        return -1;
+    }
+    v[n] = entry;
+    v[n + 1] = NULL;
+    *envp = v;
+    return 0;
+}
+
+/* Apply records "NAME=VALUE\0" / "NAME\0" (from the release) to the
+ * child's envp.  -1 with errno EPROTO (malformed) or ENOMEM. */
+static int envp_apply(char ***envp, char *data, size_t len)
+{
+    char *p = data, *end = data + len;
+
+    while (p < end) {
+        char *nul = memchr(p, '\0', (size_t)(end - p));
+        char *eq;
+        if (!nul || nul == p) {
+            errno = EPROTO;
+            return -1;
+        }
+        if ((eq = strchr(p, '=')))
+            *eq = '\0';
+        if (envp_set(envp, p, eq ? eq + 1 : NULL) < 0)
+            return -1;
+        p = nul + 1;
+    }
+    return 0;
+}
+
+int task_setenv(task_t *t, const char *name, const char *value)
+{
+    size_t nl, vl, add;
+    char *p;
+
+    if (!t || !env_name_ok(name)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (t->in_child || t->state == TASK_CREATED)
+        return envp_set(&t->envp, name, value);
+    if (t->state != TASK_HELD || t->released || t->hold_fd < 0) {
+        errno = EBUSY;
+        return -1;
+    }
+    nl = strlen(name);
+    vl = value ? strlen(value) : 0;
+    add = nl + (value ? vl + 1 : 0) + 1;
+    if (add > TASK_ENVMODS_MAX - t->envmods_len) {
+        errno = E2BIG;
+        return -1;
+    }
+    if (!(p = realloc(t->envmods, t->envmods_len + add))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    t->envmods = p;
+    p += t->envmods_len;
+    memcpy(p, name, nl);
+    if (value) {
+        p[nl] = '=';
+        memcpy(p + nl + 1, value, vl);
+    }
+    p[add - 1] = '\0';
+    t->envmods_len += add;
+    return 0;
+}
+
+/* Read exactly 'len' bytes (child side, blocking).  -1 on EOF or error. */
+static int read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Child side: wait on the hold channel for the release, applying the
+ * environment changes that come before it.  Exits cancelled on EOF or a
+ * malformed release. */
+static void child_wait_release(task_t *t, int hold, int report)
+{
+    for (;;) {
+        char c = 0;
+        uint32_t len;
+        char *data;
+
+        if (read_full(hold, &c, 1) < 0)
+            _exit(TASK_EXIT_CANCELLED);
+        if (c == TASK_RELEASE_BYTE)
+            return;
+        if (c != TASK_ENV_BYTE || read_full(hold, &len, sizeof(len)) < 0 ||
+            len == 0 || len > TASK_ENVMODS_MAX)
+            _exit(TASK_EXIT_CANCELLED);
+        if (!(data = malloc(len))) {
+            errno = ENOMEM;
+            child_fail(report, STEP_ENV, -1);
+        }
+        if (read_full(hold, data, len) < 0)
+            _exit(TASK_EXIT_CANCELLED);
+        if (envp_apply(&t->envp, data, len) < 0)
+            child_fail(report, STEP_ENV, -1);
+        free(data);
+    }
 }
 
 /* Is `path` something execve() could run?  -1 with ENOENT-like errno if
@@ -317,15 +495,24 @@ static char *resolve_path(const task_t *t)
 /* Child side: report a failed step to the parent and exit as a shell
  * would (127 not found, 126 otherwise). */
 static void __attribute__((noreturn))
-child_fail(int report_fd, int step, int fd)
+child_fail_msg(int report_fd, int step, int fd, const char *msg)
 {
     struct child_report r = {.step = step, .errnum = errno, .fd = fd};
     ssize_t n;
 
+    if (msg)
+        snprintf(r.msg, sizeof(r.msg), "%s", msg);
+
     do {
         n = write(report_fd, &r, sizeof(r));
     } while (n < 0 && errno == EINTR);
-    _exit(r.errnum == ENOENT ? 127 : 126);
+    _exit(r.errnum == ENOENT && step != STEP_HOOK ? 127 : 126);
+}
+
+static void __attribute__((noreturn))
+child_fail(int report_fd, int step, int fd)
+{
+    child_fail_msg(report_fd, step, fd, NULL);
 }
 
 /* The C library refuses to touch the signals it reserves for itself (32
@@ -346,8 +533,7 @@ static void reset_reserved_signal(int sig)
 
 /* Runs in the forked child with every signal blocked.  Only
  * async-signal-safe calls from here on. */
-static void __attribute__((noreturn))
-child_main(const task_t *t, struct launch *l)
+static void __attribute__((noreturn)) child_main(task_t *t, struct launch *l)
 {
     size_t nslot = l->n + 2;
     int base = l->maxdst + 1;
@@ -411,14 +597,17 @@ child_main(const task_t *t, struct launch *l)
 
     sigprocmask(SIG_SETMASK, &l->empty, NULL);
 
-    if (hold >= 0) {
-        char c = 0;
-        ssize_t n;
-        do {
-            n = read(hold, &c, 1);
-        } while (n < 0 && errno == EINTR);
-        if (n != 1 || c != TASK_RELEASE_BYTE)
-            _exit(TASK_EXIT_CANCELLED);
+    t->in_child = true;
+    if (hold >= 0)
+        child_wait_release(t, hold, report);
+    if (t->pre_exec) {
+        char msg[TASK_HOOK_MSG_MAX] = "";
+        errno = 0;
+        if (t->pre_exec(t, t->pre_exec_arg, msg, sizeof(msg)) < 0) {
+            if (errno == 0)
+                errno = ECANCELED;
+            child_fail_msg(report, STEP_HOOK, -1, msg);
+        }
     }
     if (t->trace_exec && ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
         child_fail(report, STEP_TRACE, -1);
@@ -495,6 +684,13 @@ static int wait_exec(task_t *t, eddy_error_t *err)
     case STEP_TRACE:
         return errprintf(err, "rank %u: cannot trace '%s': %s", t->rank,
                          t->argv[0], strerror(r.errnum));
+    case STEP_ENV:
+        return errprintf(err, "rank %u: cannot apply environment changes: %s",
+                         t->rank, strerror(r.errnum));
+    case STEP_HOOK:
+        r.msg[sizeof(r.msg) - 1] = '\0';
+        return errprintf(err, "rank %u: %s", t->rank,
+                         r.msg[0] ? r.msg : strerror(r.errnum));
     default:
         return errprintf(err, "rank %u: cannot run '%s': %s", t->rank,
                          t->argv[0], strerror(r.errnum));
@@ -654,22 +850,48 @@ error:
     return -1;
 }
 
+/* Send all of 'buf' on the hold channel.  -1 if the child is gone. */
+static int send_full(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int task_release_begin(task_t *t, eddy_error_t *err)
 {
     char c = TASK_RELEASE_BYTE;
-    ssize_t n;
+    int rc = 0;
 
     if (!t || t->hold_fd < 0 || t->released) {
         errno = EINVAL;
         return errprintf(err, "task is not held");
     }
+    /* Environment changes first: the child applies them before exec.  The
+     * channel is blocking; the child reads as we write. */
+    if (t->envmods_len > 0) {
+        char head[1 + sizeof(uint32_t)];
+        uint32_t len = (uint32_t)t->envmods_len;
+        head[0] = TASK_ENV_BYTE;
+        memcpy(head + 1, &len, sizeof(len));
+        rc = send_full(t->hold_fd, head, sizeof(head));
+        if (rc == 0)
+            rc = send_full(t->hold_fd, t->envmods, t->envmods_len);
+    }
     /* A child that died while held (failed chdir, killed) has closed its
      * end: remember that, and let _end report why. */
-    do {
-        n = send(t->hold_fd, &c, 1, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1)
+    if (rc < 0 || send_full(t->hold_fd, &c, 1) < 0)
         t->lost = true;
+    free(t->envmods);
+    t->envmods = NULL;
+    t->envmods_len = 0;
     close_keep_errno(&t->hold_fd);
     t->released = true;
     return 0;

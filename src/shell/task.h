@@ -17,11 +17,14 @@
  *     running the program.  State TASK_HELD.  Without hold the child goes
  *     straight on and task_start() returns only once execve() succeeded or
  *     failed.
+ *     task_setenv() on a held task queues an environment change that
+ *     the release carries to the child.
  *  4. task_release() lets a held child execve() and reports whether it
- *     did.  task_release_begin() on every task then task_release_end() on
- *     every task releases many tasks in parallel.  task_cancel() (or
- *     task_destroy()) instead makes a held child _exit with
- *     TASK_EXIT_CANCELLED without running the program.
+ *     did (after the spec's pre_exec hook, if any, ran in the child).
+ * task_release_begin() on every task then task_release_end() on every task
+ * releases many tasks in parallel.  task_cancel() (or task_destroy()) instead
+ * makes a held child _exit with TASK_EXIT_CANCELLED without running the
+ * program.
  *  5. Running: state TASK_RUNNING.  task_kill() signals it (also while
  *     held); the output pipes carry its stdout/stderr.
  *  6. Exited: the caller's reaper calls task_set_exited(t, wstatus);
@@ -36,8 +39,9 @@
  * (task_start without hold, task_release with hold) then reaps the child
  * itself, records its status (state TASK_EXITED) and returns -1 with errno
  * and a message such as "rank 3: cannot run 'nosuch': No such file or
- * directory".  The caller's reaper therefore never sees those children,
- * except a held child that failed before release and was reaped (and
+ * directory" (for a failed pre_exec hook: "rank 3: " and the hook's
+ * message; exit code 126).  The caller's reaper therefore never sees those
+ * children, except a held child that failed before release and was reaped (and
  * passed to task_set_exited) first; task_release still reports its error.
  *
  * Invariants: the engine never calls waitpid() except on a child it knows
@@ -59,6 +63,18 @@
 #define TASK_EXIT_CANCELLED 125
 
 typedef struct task task_t;
+
+/* Runs in the forked child after the release, before exec (and before
+ * PTRACE_TRACEME): may call task_setenv(t, ...) on its own task.  Return
+ * -1 (with errno) to make the task fail its exec, with 'msg' (a buffer of
+ * 'size' bytes, empty on entry) saying why.  The child is a copy of the
+ * single-threaded shell, so allocating is tolerable; the parent's event
+ * loop must not be touched. */
+typedef int (*task_pre_exec_f)(task_t *t, void *arg, char *msg, size_t size);
+
+/* Environment changes queued on a held task (task_setenv) are bounded: they
+ * travel to the child over its hold channel. */
+#define TASK_ENVMODS_MAX (1024 * 1024)
 
 enum task_state {
     TASK_CREATED = 0,
@@ -104,6 +120,8 @@ struct task_spec {
                       * usually calls task_trace_detach(t, SIGSTOP).  Any
                       * signal the child gets while traced is a ptrace stop
                       * too, so the reaper must expect WIFSTOPPED. */
+    task_pre_exec_f pre_exec; /* NULL: none */
+    void *pre_exec_arg;
 };
 
 /* Copy `spec` into a new task.  Returns NULL with errno EINVAL (and a
@@ -137,6 +155,15 @@ int task_release(task_t *t, eddy_error_t *err);
  * an exec failure it is left for the caller's reaper. */
 int task_release_begin(task_t *t, eddy_error_t *err);
 int task_release_end(task_t *t, eddy_error_t *err);
+
+/* Set NAME=VALUE (value NULL: remove NAME) in the environment the task
+ * will exec with.  Before task_start() it changes the copied envp; while
+ * the task is held (not yet released) the change is queued and sent with
+ * the release; in the child, from the pre_exec hook, it changes the
+ * child's envp.  Changes apply in call order.  -1 with errno EINVAL (NULL
+ * task or name, empty name or one holding '='), EBUSY (released or
+ * running), E2BIG (queued changes beyond TASK_ENVMODS_MAX), ENOMEM. */
+int task_setenv(task_t *t, const char *name, const char *value);
 
 /* Cancel a held task: its child exits TASK_EXIT_CANCELLED without running
  * the program; the caller still reaps it.  No-op if not held. */

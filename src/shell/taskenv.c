@@ -139,3 +139,24 @@ int taskenv_set(char ***env, const char *name, const char *value)
     }
     return 0;
 }
+
+int taskenv_unset(char **env, const char *name)
+{
+    size_t len, i, n = 0;
+
+    if (!env || !name || !*name || strchr(name, '=')) {
+        errno = EINVAL;
+        return -1;
+    }
+    len = strlen(name);
+    while (env[n])
+        n++;
+    for (i = 0; i < n; i++) {
+        if (!strncmp(env[i], name, len) && env[i][len] == '=') {
+            free(env[i]);
+            memmove(&env[i], &env[i + 1], (n - i) * sizeof(*env));
+            return 0;
+        }
+    }
+    return 0;
+}

@@ -47,6 +47,10 @@ const char *taskenv_get(char *const *env, const char *name);
  * then unchanged. */
 int taskenv_set(char ***env, const char *name, const char *value);
 
+/* Remove 'name' from 'env' (no-op if absent).  -1 with errno EINVAL
+ * (NULL argument, or a name that is empty or holds '='). */
+int taskenv_unset(char **env, const char *name);
+
 /* Free a vector from taskenv_create().  Accepts NULL; keeps errno. */
 void taskenv_destroy(char **env);
 
