@@ -59,6 +59,7 @@ bench: build
 	@bench/run $(BUILD)
 	@echo; bench/mpir $(BUILD)
 	@echo; bench/tools $(BUILD)
+	@echo; bench/stack $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
