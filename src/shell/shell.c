@@ -808,6 +808,52 @@ static int task_io(struct shell *sh, struct stask *st)
 
 /* Index of 'path' in the array of strings 'exes', appended if new (the
  * local tasks run few distinct programs: a linear scan is enough). */
+/* The program task 'st' runs, as an absolute path without "." or empty
+ * components ("/work/./a.out" -> "/work/a.out"): what debuggers read as
+ * the executable's name.  A relative program ran from the task's cwd.
+ * Symlinks are kept (the name the user gave).  Returns 'buf', the path as
+ * the task engine has it if it cannot be made absolute, or NULL if the
+ * task has none. */
+static const char *task_abs_path(struct shell *sh,
+                                 struct stask *st,
+                                 char *buf,
+                                 size_t size)
+{
+    const char *path = task_path(st->t), *p;
+    char joined[PATH_MAX];
+    size_t len = 0;
+
+    if (!path)
+        return NULL;
+    if (path[0] == '/')
+        snprintf(joined, sizeof(joined), "%s", path);
+    else if (!jobspec_cwd(sh->js) ||
+             snprintf(joined, sizeof(joined), "%s/%s", jobspec_cwd(sh->js),
+                      path) >= (int)sizeof(joined))
+        return path;
+    for (p = joined; *p;) {
+        size_t n;
+
+        while (*p == '/')
+            p++;
+        n = strcspn(p, "/");
+        if (n == 0 || (n == 1 && p[0] == '.')) {
+            p += n;
+            continue;
+        }
+        if (len + 1 + n + 1 > size)
+            return path;
+        buf[len++] = '/';
+        memcpy(buf + len, p, n);
+        len += n;
+        p += n;
+    }
+    if (len == 0)
+        buf[len++] = '/';
+    buf[len] = '\0';
+    return buf;
+}
+
 static int exe_index(json_t *exes, const char *path)
 {
     size_t i;
@@ -839,15 +885,10 @@ static void report_started(struct shell *sh)
 
     for (uint32_t i = 0; tasks && exes && i < sh->ntasks; i++) {
         struct stask *st = &sh->tasks[i];
-        const char *path = task_path(st->t);
         char abs[PATH_MAX];
+        const char *path = task_abs_path(sh, st, abs, sizeof(abs));
         int exe;
 
-        /* a relative program ran from the task's cwd */
-        if (path && path[0] != '/' && jobspec_cwd(sh->js) &&
-            snprintf(abs, sizeof(abs), "%s/%s", jobspec_cwd(sh->js), path) <
-                (int)sizeof(abs))
-            path = abs;
         exe = exe_index(exes, path ? path : "");
         if (exe < 0 ||
             json_array_append_new(
@@ -1613,14 +1654,10 @@ static proctable_t *local_proctable(struct shell *sh, eddy_error_t *err)
     }
     for (uint32_t i = 0; i < sh->ntasks; i++) {
         struct stask *st = &sh->tasks[i];
-        const char *path = task_path(st->t);
         char abs[PATH_MAX];
+        const char *path = task_abs_path(sh, st, abs, sizeof(abs));
         struct proctable_entry e = {0};
 
-        if (path && path[0] != '/' && jobspec_cwd(sh->js) &&
-            snprintf(abs, sizeof(abs), "%s/%s", jobspec_cwd(sh->js), path) <
-                (int)sizeof(abs))
-            path = abs;
         e.rank = st->rank;
         e.broker_rank = sh->broker_rank;
         e.appnum = jobspec_task_group(sh->js, st->rank);
