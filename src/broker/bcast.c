@@ -6,9 +6,13 @@
  *                 "timeout"?} -> {"sid", "nodes"}: a session for job
  *                 "id" to the job's brokers (or the subset "nodes")
  *                 parent -> child: {"sid", "id", "path", "flags",
- *                 "ranks", "timeout"} -> {}
+ *                 "ranks", "timeout", "shm"?: {"pid", "fd", "cookie"}}
+ *                 -> {"shm": bool}: whether the child mapped the
+ *                 parent's shared slots (same host only)
  *   bcast.chunk   {"sid", "offset", "rawlen", "z"} + payload -> {}: one
- *                 chunk; the answer is the sender's credit
+ *                 chunk; the answer is the sender's credit.  To a child
+ *                 that mapped our slots: {..., "slot", "len"} and the
+ *                 bytes in that slot instead of the payload
  *   bcast.commit  {"sid", "size", "mode", "mtime", "mtime_nsec", "hash"}
  *                 -> {"ok": idset, "errors": [{"rank", "errnum",
  *                 "errstr"}]}: the results of this broker's subtree
@@ -28,6 +32,11 @@
  * BCAST_WINDOW chunks in flight, a slow node slows its ancestors rather
  * than filling their memory, and no broker holds more than a few chunks
  * whatever the file size.  Nothing waits for a whole file anywhere.
+ *
+ * A child on this host reads the chunk bytes from a memfd we share with
+ * it (src/common/bcast_shm.h): slot i holds the chunk in window position
+ * i, so a slot is free exactly when the window position is, and one
+ * memcpy replaces the socket's two copies and its TCP stack.
  *
  * Failures stay local: a node that cannot write (bad path, full disk,
  * checksum mismatch) reports its error in the results and keeps
@@ -50,6 +59,7 @@
 #include "src/broker/job.h"
 #include "src/broker/service.h"
 #include "src/common/bcast_proto.h"
+#include "src/common/bcast_shm.h"
 #include "src/common/bcast_sink.h"
 #include "src/common/bcast_tree.h"
 #include "src/common/errprintf.h"
@@ -61,6 +71,10 @@
  * receiver writes, few enough that a broker's memory stays a few chunks. */
 #define BCAST_WINDOW 4
 
+/* A same-host child gets chunk i of its window in shared slot i. */
+_Static_assert(BCAST_SHM_SLOTS == BCAST_WINDOW,
+               "one shared slot per chunk in flight");
+
 /* A session that hears nothing for this long (default; the client may
  * ask for another) is aborted: its client or a broker above died. */
 #define BCAST_TIMEOUT_DEFAULT 30.0
@@ -71,15 +85,25 @@
  * checksum catch it. */
 #define BCAST_CORRUPT_ENV "EDDY_TEST_BCAST_CORRUPT_RANK"
 
+/* Test hook: brokers whose rank is in this idset do not map their
+ * parent's shared slots, so that tests cover the socket path (as between
+ * hosts) and its mix with shared slots on one machine. */
+#define BCAST_NOSHM_ENV "EDDY_TEST_BCAST_NOSHM_RANKS"
+
 struct session;
 
 /* One chunk (or the commit) waiting to go to children: shared by all of
- * them, answered upstream once every child has it. */
+ * them, answered upstream once every child has it.  Until then 'data'
+ * stays valid: it is the upstream request's payload or our parent's
+ * shared slot, which the parent reuses only once we answered. */
 struct qitem {
-    int refs;     /* children still to send it to */
-    json_t *body; /* what to send */
-    void *data;   /* payload (NULL for the commit) */
+    int refs;         /* children still to send it to */
+    json_t *body;     /* what to send: {"sid", "offset", "rawlen", "z"} */
+    const void *data; /* the chunk's bytes (NULL for the commit) */
     size_t len;
+    msg_t *owner;      /* a message with 'data' as payload, for children over
+                          the socket: the request, or a copy of a shared slot
+                          made when first needed */
     broker_req_t *req; /* the upstream chunk request to answer, or NULL */
     bool commit;
 };
@@ -97,6 +121,8 @@ struct child {
     broker_rpc_t *open_rpc;
     broker_rpc_t *commit_rpc;
     broker_rpc_t *chunk_rpcs[BCAST_WINDOW];
+    bcast_shm_t *shm; /* slots offered to a child on this host, or NULL */
+    bool shm_ok;      /* it mapped them: chunk bytes go there */
     bool failed;
     bool done; /* its commit answered (or it failed) */
 };
@@ -122,7 +148,8 @@ struct session {
     char *tmpdir;       /* the job's here, for relative paths */
     int local_errnum;   /* 0, or why the local file failed */
     char local_errstr[256];
-    bool corrupted; /* the test hook did its work */
+    bool corrupted;      /* the test hook did its work */
+    bcast_shm_t *shm_in; /* our parent's slots, if we share its host */
     struct child *children;
     uint32_t nchildren;
     broker_req_t *commit_req; /* answered once every child is done */
@@ -144,6 +171,7 @@ struct bcast_ctx {
     struct watch *watches;
     uint64_t next_sid;
     uint32_t corrupt_rank; /* test hook; UINT32_MAX: off */
+    bool noshm;            /* test hook: this rank takes no shared slots */
 };
 
 static void session_destroy(struct session *s);
@@ -157,6 +185,7 @@ static void qitem_decref(struct qitem *it)
     if (it->req)
         broker_respond(it->req, json_object(), NULL, 0, 0);
     broker_req_decref(it->req);
+    msg_decref(it->owner);
     json_decref(it->body);
     free(it);
 }
@@ -290,6 +319,40 @@ static void on_commit_answer(broker_rpc_t *rpc, const msg_t *msg, void *arg)
     session_check_done(s);
 }
 
+/* Send chunk 'it' to child 'c' in window slot 'slot' (free): through the
+ * shared slot of the same number if the child mapped our slots (the slot
+ * is free as long as the window's is: the child answered what was in it),
+ * else as the payload over the socket.  -1 with errno. */
+static int chunk_send(struct child *c, struct qitem *it, int slot)
+{
+    broker_t *b = c->s->ctx->b;
+    json_t *body;
+
+    if (c->shm_ok) {
+        if (!(body = json_copy(it->body)) ||
+            json_object_set_new(body, "slot", json_integer(slot)) < 0 ||
+            json_object_set_new(body, "len",
+                                json_integer((json_int_t)it->len)) < 0) {
+            json_decref(body);
+            errno = ENOMEM;
+            return -1;
+        }
+        memcpy(bcast_shm_slot(c->shm, slot), it->data, it->len);
+        c->chunk_rpcs[slot] = broker_rpc(b, "bcast.chunk", c->rank, 0, body,
+                                         NULL, 0, on_chunk_answer, c);
+    } else {
+        /* the bytes came through a shared slot: the socket needs them in
+         * a message, one copy for all such children */
+        if (!it->owner && !(it->owner = msg_create(MSG_REQUEST, "bcast.chunk",
+                                                   NULL, it->data, it->len)))
+            return -1;
+        c->chunk_rpcs[slot] = broker_rpc_shared(b, "bcast.chunk", c->rank, 0,
+                                                json_incref(it->body),
+                                                it->owner, on_chunk_answer, c);
+    }
+    return c->chunk_rpcs[slot] ? 0 : -1;
+}
+
 /* Send what the window allows from the child's queue. */
 static void child_pump(struct child *c)
 {
@@ -316,10 +379,7 @@ static void child_pump(struct child *c)
                 return;
             for (slot = 0; c->chunk_rpcs[slot]; slot++)
                 ;
-            c->chunk_rpcs[slot] = broker_rpc_shared(
-                b, "bcast.chunk", c->rank, 0, json_incref(it->body),
-                broker_req_msg(it->req), on_chunk_answer, c);
-            if (!c->chunk_rpcs[slot]) {
+            if (chunk_send(c, it, slot) < 0) {
                 child_fail(c, errno, "cannot send bcast.chunk");
                 return;
             }
@@ -381,8 +441,10 @@ static void session_destroy(struct session *s)
         broker_rpc_destroy(c->commit_rpc);
         for (int k = 0; k < BCAST_WINDOW; k++)
             broker_rpc_destroy(c->chunk_rpcs[k]);
+        bcast_shm_destroy(c->shm); /* the child keeps its own mapping */
     }
     free(s->children);
+    bcast_shm_destroy(s->shm_in);
     bcast_sink_destroy(s->sink); /* removes an uncommitted temp file */
     broker_req_decref(s->commit_req);
     fence_destroy(s->f);
@@ -522,9 +584,70 @@ done:
     return rc;
 }
 
+/* The child's answer to our open says whether it mapped our slots.  Any
+ * other outcome (an error, an old broker) leaves the child on the socket;
+ * a child that failed shows that in its chunks' answers. */
+static void on_open_answer(broker_rpc_t *rpc, const msg_t *msg, void *arg)
+{
+    struct child *c = arg;
+    int shm = 0;
+
+    c->open_rpc = NULL;
+    broker_rpc_destroy(rpc);
+    if (!msg->errnum && c->shm &&
+        json_unpack(msg->body, "{s:b}", "shm", &shm) == 0 && shm) {
+        c->shm_ok = true;
+        bcast_shm_close_fd(c->shm); /* mapped on both sides now */
+    } else {
+        bcast_shm_destroy(c->shm);
+        c->shm = NULL;
+    }
+}
+
+/* The body of the open for child 'c': with our slots if we made some. */
+static json_t *open_body(struct session *s, struct child *c)
+{
+    json_t *body =
+        json_pack("{s:I s:I s:s s:i s:s s:f}", "sid", (json_int_t)s->sid, "id",
+                  (json_int_t)s->id, "path", s->path, "flags", s->flags,
+                  "ranks", s->ranks, "timeout", s->timeout);
+
+    if (body && c->shm &&
+        json_object_set_new(body, "shm",
+                            json_pack("{s:i s:i s:s}", "pid",
+                                      (int)bcast_shm_pid(c->shm), "fd",
+                                      bcast_shm_fd(c->shm), "cookie",
+                                      bcast_shm_cookie(c->shm))) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    return body;
+}
+
+/* Our parent offered its slots ({"pid", "fd", "cookie"}): map them if we
+ * share its host.  Failing is normal on another host; the chunks then
+ * come over the socket. */
+static void session_attach_shm(struct session *s, json_t *shm)
+{
+    json_int_t pid, fd;
+    const char *cookie;
+    eddy_error_t err = {{0}};
+
+    if (!shm || s->ctx->noshm ||
+        json_unpack(shm, "{s:I s:I s:s}", "pid", &pid, "fd", &fd, "cookie",
+                    &cookie) < 0 ||
+        pid <= 0 || pid > INT32_MAX || fd < 0 || fd > INT32_MAX)
+        return;
+    if (!(s->shm_in = bcast_shm_attach((pid_t)pid, (int)fd, cookie, &err)))
+        broker_log(s->ctx->b, LOG_LEVEL_DEBUG,
+                   "bcast %" PRIu64 ": chunks over the socket: %s", s->sid,
+                   err.text);
+}
+
 /* Create the session for 'req' (an open from the client at rank 0, or
- * from our parent) and send the open on to the children.  NULL with
- * errno and 'err' (nothing sent) on failure. */
+ * from our parent, which may offer shared slots in 'shm') and send the
+ * open on to the children.  NULL with errno and 'err' (nothing sent) on
+ * failure. */
 static struct session *session_create(struct bcast_ctx *ctx,
                                       broker_req_t *req,
                                       uint64_t sid,
@@ -533,6 +656,7 @@ static struct session *session_create(struct bcast_ctx *ctx,
                                       int flags,
                                       const char *ranks,
                                       double timeout,
+                                      json_t *shm,
                                       eddy_error_t *err)
 {
     broker_t *b = ctx->b;
@@ -577,17 +701,20 @@ static struct session *session_create(struct bcast_ctx *ctx,
     s->local = fence_expects_local(s->f);
     if (s->local)
         session_open_local(s);
+    session_attach_shm(s, shm);
     for (uint32_t i = 0; i < s->nchildren; i++) {
         struct child *c = &s->children[i];
-        c->open_rpc = broker_rpc(
-            b, "bcast.open", c->rank, 0,
-            json_pack("{s:I s:I s:s s:i s:s s:f}", "sid", (json_int_t)sid, "id",
-                      (json_int_t)id, "path", path, "flags", flags, "ranks",
-                      ranks, "timeout", timeout),
-            NULL, 0, NULL, NULL);
-        /* its answer is not needed: a failed child shows in the chunks */
-        broker_rpc_destroy(c->open_rpc);
-        c->open_rpc = NULL;
+        /* slots for a child on this host; without them (no memfd here)
+         * the socket carries everything */
+        c->shm = bcast_shm_create(NULL);
+        /* chunks do not wait for the answer: those sent before it go
+         * over the socket */
+        c->open_rpc = broker_rpc(b, "bcast.open", c->rank, 0, open_body(s, c),
+                                 NULL, 0, on_open_answer, c);
+        if (!c->open_rpc) {
+            bcast_shm_destroy(c->shm);
+            c->shm = NULL;
+        }
     }
     return s;
 nomem:
@@ -708,7 +835,8 @@ static void open_client(struct bcast_ctx *ctx, broker_req_t *req)
             goto nomem;
     }
     if (!(s = session_create(ctx, req, ++ctx->next_sid, (uint64_t)id, path,
-                             flags, canon ? canon : ranks, timeout, &err))) {
+                             flags, canon ? canon : ranks, timeout, NULL,
+                             &err))) {
         broker_respond_error(req, errno, "bcast: %s", err.text);
         goto done;
     }
@@ -734,6 +862,7 @@ static void open_handler(broker_req_t *req, void *arg)
     int flags;
     double timeout;
     eddy_error_t err = {{0}};
+    struct session *s;
 
     if (broker_req_is_cancel(req))
         return;
@@ -753,13 +882,15 @@ static void open_handler(broker_req_t *req, void *arg)
                              (long long)sid);
         return;
     }
-    if (!session_create(ctx, req, (uint64_t)sid, (uint64_t)id, path, flags,
-                        ranks, timeout, &err)) {
+    if (!(s = session_create(ctx, req, (uint64_t)sid, (uint64_t)id, path, flags,
+                             ranks, timeout,
+                             json_object_get(body_of(req), "shm"), &err))) {
         broker_respond_error(req, errno, "rank %u: bcast: %s", ctx->b->rank,
                              err.text);
         return;
     }
-    broker_respond(req, json_object(), NULL, 0, 0);
+    broker_respond(req, json_pack("{s:b}", "shm", s->shm_in != NULL), NULL, 0,
+                   0);
 }
 
 /* The session a request names; answers the request with an error if none. */
@@ -814,29 +945,38 @@ static void chunk_handler(broker_req_t *req, void *arg)
     struct bcast_ctx *ctx = arg;
     const msg_t *msg = broker_req_msg(req);
     struct session *s;
-    json_int_t offset, rawlen;
+    json_int_t offset, rawlen, slot = -1, len = -1;
     int z = 0;
     struct bcast_chunk c;
+    const void *data;
     struct qitem *it;
 
     if (broker_req_is_cancel(req) || !(s = req_session(ctx, req)))
         return;
-    if (json_unpack(msg->body, "{s:I s:I s?b}", "offset", &offset, "rawlen",
-                    &rawlen, "z", &z) < 0 ||
-        offset < 0 || rawlen <= 0 || rawlen > BCAST_CHUNK_MAX ||
-        msg->payload_len == 0 || msg->payload_len > (size_t)rawlen ||
-        (!z && msg->payload_len != (size_t)rawlen) || s->committing) {
-        broker_respond_error(req, EPROTO,
-                             "bcast.chunk: expected {\"sid\", \"offset\", "
-                             "\"rawlen\", \"z\"?} and 1..rawlen bytes, "
-                             "before the commit");
-        return;
+    if (json_unpack(msg->body, "{s:I s:I s?b s?I s?I}", "offset", &offset,
+                    "rawlen", &rawlen, "z", &z, "slot", &slot, "len",
+                    &len) < 0 ||
+        offset < 0 || rawlen <= 0 || rawlen > BCAST_CHUNK_MAX || s->committing)
+        goto malformed;
+    if (json_object_get(msg->body, "slot")) {
+        /* the bytes are in our parent's shared slot */
+        if (!s->shm_in || slot < 0 || slot >= BCAST_SHM_SLOTS ||
+            msg->payload_len != 0 || len <= 0 || len > rawlen ||
+            (!z && len != rawlen))
+            goto malformed;
+        data = bcast_shm_slot(s->shm_in, (int)slot);
+    } else {
+        if (msg->payload_len == 0 || msg->payload_len > (size_t)rawlen ||
+            (!z && msg->payload_len != (size_t)rawlen))
+            goto malformed;
+        data = msg->payload;
+        len = (json_int_t)msg->payload_len;
     }
     c = (struct bcast_chunk){
         .offset = (uint64_t)offset,
         .rawlen = (uint32_t)rawlen,
-        .len = (uint32_t)msg->payload_len,
-        .data = msg->payload,
+        .len = (uint32_t)len,
+        .data = data,
         .compressed = z != 0,
     };
     local_write(s, &c);
@@ -844,16 +984,29 @@ static void chunk_handler(broker_req_t *req, void *arg)
         broker_respond(req, json_object(), NULL, 0, 0);
         return;
     }
-    if (!(it = calloc(1, sizeof(*it)))) {
+    if (!(it = calloc(1, sizeof(*it))) ||
+        !(it->body = json_pack("{s:I s:I s:I s:b}", "sid", (json_int_t)s->sid,
+                               "offset", offset, "rawlen", rawlen, "z", z))) {
+        free(it);
         broker_respond_error(req, ENOMEM, "rank %u: out of memory",
                              ctx->b->rank);
         return;
     }
-    it->body = json_incref(msg->body);
+    it->data = data;
+    it->len = (size_t)len;
+    if (msg->payload_len > 0)
+        it->owner = msg_incref((msg_t *)msg);
     it->req = broker_req_incref(req);
     if (session_forward(s, it) < 0)
         broker_log(ctx->b, LOG_LEVEL_ERR, "bcast %" PRIu64 ": out of memory",
                    s->sid);
+    return;
+malformed:
+    broker_respond_error(req, EPROTO,
+                         "bcast.chunk: expected {\"sid\", \"offset\", "
+                         "\"rawlen\", \"z\"?} and 1..rawlen bytes in the "
+                         "payload or in a shared slot (\"slot\", \"len\"), "
+                         "before the commit");
 }
 
 /* "hash": 32 hex digits */
@@ -1024,12 +1177,18 @@ static int bcast_init(broker_t *b, void **ctxp)
 {
     struct bcast_ctx *ctx;
     const char *hook = getenv(BCAST_CORRUPT_ENV);
+    const char *noshm = getenv(BCAST_NOSHM_ENV);
+    idset_t *set;
 
     if (!(ctx = calloc(1, sizeof(*ctx))))
         return -1;
     ctx->b = b;
     ctx->corrupt_rank =
         hook && *hook ? (uint32_t)strtoul(hook, NULL, 10) : UINT32_MAX;
+    if (noshm && *noshm && (set = idset_decode(noshm, NULL))) {
+        ctx->noshm = idset_test(set, b->rank);
+        idset_destroy(set);
+    }
     *ctxp = ctx;
     return 0;
 }

@@ -270,6 +270,37 @@ killed_sender() {
     wait "$feeder" 2>/dev/null || true
 }
 
+@test "shared slots on one host, the socket where a broker refuses them (test hook)" {
+    # brokers of one machine pass chunk bytes through shared memory; a rank
+    # in the hook's set takes them over the socket, as between hosts:
+    # rank 3 alone (rank 1 forwards what it mapped over the socket), then
+    # every rank (the socket path only)
+    local saved_uri=$EDDY_URI saved_pid=$INSTANCE_PID saved_tmp=$INSTANCE_TMP \
+        saved_rundir=$INSTANCE_RUNDIR hook id s
+    head -c $((5 << 20)) /dev/urandom >"$T/r"
+    yes "a line that repeats itself" | head -c $((3 << 20)) >"$T/z"
+    for hook in 3 0-3; do
+        EDDY_TEST_BCAST_NOSHM_RANKS=$hook start_instance 4 --cores-per-rank=4
+        s=$(unique_seconds)
+        id=$(eddy submit -N4 -n4 sleep "$s")
+        wait_until 30 bash -c "eddy job proctable $id >/dev/null 2>&1"
+        run bounded 60 eddy bcast -q --chunksize=256k "$id" "$T/r" r
+        echo "$output"
+        [ "$status" -eq 0 ]
+        check_copies "$id" "$T/r" r
+        run bounded 60 eddy bcast -q -z --chunksize=256k "$id" "$T/z" z
+        echo "$output"
+        [ "$status" -eq 0 ]
+        check_copies "$id" "$T/z" z
+        eddy job cancel "$id"
+        check_no_job_processes
+        stop_instance
+    done
+    EDDY_URI=$saved_uri INSTANCE_PID=$saved_pid INSTANCE_TMP=$saved_tmp \
+        INSTANCE_RUNDIR=$saved_rundir
+    export EDDY_URI INSTANCE_PID INSTANCE_TMP INSTANCE_RUNDIR
+}
+
 @test "the sender killed mid-transfer: no temp file anywhere, nothing at DEST" {
     killed_sender 0
 }
