@@ -65,6 +65,7 @@
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
 #include "src/common/log.h"
+#include "src/common/relpath.h"
 #include "src/common/topology.h"
 
 /* Chunks in flight per hop: enough to keep each link busy while the
@@ -736,19 +737,7 @@ static json_t *body_of(broker_req_t *req)
  * sinks also refuse symlinks on the way, per node). */
 static bool path_escapes(const char *path)
 {
-    const char *p = path;
-
-    if (path[0] == '/')
-        return false;
-    while (*p) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return true;
-        p += n;
-        while (*p == '/')
-            p++;
-    }
-    return false;
+    return path[0] != '/' && relpath_has_dotdot(path);
 }
 
 /* bcast.open from a client: only at rank 0 */

@@ -30,6 +30,7 @@
 #include <zstd.h>
 
 #include "bcast_sink.h"
+#include "relpath.h"
 #include "tempname.h"
 #include "errprintf.h"
 #include "quote.h"
@@ -83,22 +84,6 @@ static void close_keep_errno(int fd)
     if (fd >= 0)
         (void)close(fd);
     errno = saved_errno;
-}
-
-/* Does 'path' have a ".." component? */
-static bool has_dotdot(const char *path)
-{
-    const char *p = path;
-
-    while (*p) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return true;
-        p += n;
-        while (*p == '/')
-            p++;
-    }
-    return false;
 }
 
 /* Fallback for kernels without openat2 (before 5.6): open 'dir' below
@@ -313,7 +298,7 @@ bcast_sink_t *bcast_sink_create(const char *tmpdir,
                       q);
             return NULL;
         }
-        if (has_dotdot(destpath)) {
+        if (relpath_has_dotdot(destpath)) {
             errno = EINVAL;
             errprintf(err,
                       "bcast: destination '%s': '..' is not allowed in a "
