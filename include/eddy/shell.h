@@ -185,7 +185,8 @@ enum {
 };
 
 /* Log one line "eddy-shell: job ID: node N: PLUGIN: MESSAGE" on the
- * shell's stderr (the broker's stderr) and, at INFO and more severe, in the
+ * shell's stderr (the broker's stderr), in the node's broker log at
+ * 'level' (`eddy dmesg -r RANK`) and, at INFO and more severe, in the
  * job's stderr output (as the output of the node's first task rank, while
  * that stream is open).  In task.init the line goes to the task's stderr
  * only. */

@@ -98,6 +98,31 @@ static int dmesg_line(double t, int level, const char *line, void *arg)
                                            log_levelstr(level), "text", line));
 }
 
+/* A line for this broker's log from one of its clients (the job shells:
+ * their plugins' messages), so `eddy dmesg` shows it beside the broker's
+ * own.  {"level": 3..7, "text"}; the text is cut to a line's length. */
+static void log_req(broker_req_t *req, void *ctx)
+{
+    broker_t *b = ctx;
+    const char *text;
+    size_t n;
+    int level;
+
+    if (broker_req_is_cancel(req))
+        return;
+    if (json_unpack(broker_req_msg(req)->body, "{s:i s:s}", "level", &level,
+                    "text", &text) < 0 ||
+        level < LOG_LEVEL_ERR || level > LOG_LEVEL_DEBUG) {
+        broker_respond_error(req, EPROTO,
+                             "broker.log: expected {\"level\": 3..7, "
+                             "\"text\": string}");
+        return;
+    }
+    n = strcspn(text, "\n");
+    broker_log(b, level, "%.*s", n < 1024 ? (int)n : 1024, text);
+    broker_respond(req, json_object(), NULL, 0, 0);
+}
+
 static void dmesg(broker_req_t *req, void *ctx)
 {
     broker_t *b = ctx;
@@ -218,6 +243,7 @@ static const struct service_handler handlers[] = {
     {"broker.info", info},
     {"broker.shutdown", shutdown_req},
     {"broker.dmesg", dmesg},
+    {"broker.log", log_req},
     {"broker.subscribe", subscribe},
     {"broker.publish", publish},
     {NULL, NULL},

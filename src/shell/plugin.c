@@ -914,6 +914,8 @@ void eddy_shell_log(eddy_shell_t *sh, int level, const char *fmt, ...)
         return;
     }
     fputs(line, stderr);
+    if (sh->ops->log_broker)
+        sh->ops->log_broker(level, line, sh->arg);
     if (level <= EDDY_SHELL_LOG_INFO && sh->ops->log_job)
         sh->ops->log_job(line, sh->arg);
 }

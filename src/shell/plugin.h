@@ -71,6 +71,9 @@ struct plugins_info {
 struct plugins_ops {
     /* Put 'line' (ending in a newline) in the job's stderr output. */
     void (*log_job)(const char *line, void *arg);
+    /* Put 'line' (ending in a newline) in the broker's log at 'level'
+     * (LOG_LEVEL_*, the same numbers as EDDY_SHELL_LOG_*). */
+    void (*log_broker)(int level, const char *line, void *arg);
     /* A plugin failed outside a call: fail the job with 'note'. */
     void (*fail)(const char *note, void *arg);
 };

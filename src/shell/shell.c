@@ -36,6 +36,7 @@
 #include "src/common/idset.h"
 #include "src/common/jobslice.h"
 #include "src/common/jobspec.h"
+#include "src/common/log.h"
 #include "src/common/proctable.h"
 #include "src/common/rmtree.h"
 #include "src/shell/io.h"
@@ -1525,6 +1526,23 @@ static void plugin_log_job(const char *line, void *arg)
     json_decref(o);
 }
 
+/* A plugin's log line, for `eddy dmesg` on our broker too.  Fire and
+ * forget: a lost line is not worth holding the shell for. */
+static void plugin_log_broker(int level, const char *line, void *arg)
+{
+    struct shell *sh = arg;
+    eddy_future_t *f;
+
+    if (sh->lost)
+        return;
+    level = level < LOG_LEVEL_ERR     ? LOG_LEVEL_ERR
+            : level > LOG_LEVEL_DEBUG ? LOG_LEVEL_DEBUG
+                                      : level;
+    f = eddy_rpc_pack(sh->h, "broker.log", EDDY_RANK_ANY, EDDY_RPC_NORESPONSE,
+                      "{s:i s:s}", "level", level, "text", line);
+    eddy_future_destroy(f);
+}
+
 /* A plugin failed once the tasks were running (or at shell.exit): the
  * job ends with an exception carrying 'note'; what plugins spawned dies.
  * Only the first failure is reported. */
@@ -1597,6 +1615,7 @@ static int plugins_init(struct shell *sh, eddy_error_t *err)
 {
     static const struct plugins_ops ops = {
         .log_job = plugin_log_job,
+        .log_broker = plugin_log_broker,
         .fail = plugin_fail_cb,
     };
     json_t *list = json_object_get(jobspec_shell_options(sh->js), "plugins");

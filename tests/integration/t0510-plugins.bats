@@ -178,11 +178,15 @@ fail_at() {
     done
 }
 
-@test "plugin log lines reach the job's stderr" {
+@test "plugin log lines reach the job's stderr and each node's broker log" {
     run -0 --separate-stderr bounded 60 eddy run -N2 -n2 \
         -o "plugin=$PROBE,out=$T/p,log" true
     [[ $stderr == *"node 0: eddy-plugin-probe.so: probe says hello"* ]]
     [[ $stderr == *"node 1: eddy-plugin-probe.so: probe says hello"* ]]
+    id=$(eddy jobs -a | awk 'NR > 1 { print $1 }' | sort -n | tail -1)
+    for r in 0 1; do
+        wait_until 10 bash -c "eddy dmesg -r $r | grep -q 'job $id: node $r: eddy-plugin-probe.so: probe says hello'"
+    done
 }
 
 @test "bad plugin path, missing symbol and bad arguments are clear errors" {
