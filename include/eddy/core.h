@@ -108,8 +108,13 @@ enum {
     EDDY_OPEN_KEEP_SIGPIPE = 2, /* never touch SIGPIPE (see "Signals") */
 };
 
-/* Connect to the instance at 'uri' (local://PATH), or $EDDY_URI when 'uri'
- * is NULL, and wait (up to 10 s) for the broker's greeting.  'uri' is
+/* Connect to the instance at 'uri' (local://PATH, or tcp://HOST:PORT for an
+ * instance started with `eddy start --listen`), or $EDDY_URI when 'uri'
+ * is NULL, and wait (up to 10 s) for the broker's greeting.  For tcp://
+ * the instance token is read first ($EDDY_TOKEN_FILE, else
+ * $XDG_RUNTIME_DIR/eddy/tcp-HOST-PORT.token, else
+ * ~/.local/state/eddy/tcp-HOST-PORT.token; docs/remote.md) and proven to
+ * the broker, which proves it back.  'uri' is
  * copied.  Unless 'flags' has EDDY_OPEN_KEEP_SIGPIPE, sets SIGPIPE to
  * SIG_IGN if it is SIG_DFL (process-wide; see "Signals" above).
  * Returns a handle the caller destroys with eddy_close(), or NULL with
@@ -118,10 +123,16 @@ enum {
  *                 unset
  *   ENOENT        no instance at that path
  *   ECONNREFUSED  the socket exists but no broker listens on it
- *   EACCES        the socket is not reachable for this user
- *   EPERM         the broker refused this user (not the instance owner),
- *                 or another errno the broker's greeting carried
- *   EPROTO        the peer did not speak the eddy protocol
+ *   EACCES        the socket is not reachable for this user; tcp://: the
+ *                 token file is unreadable, a symlink, another user's or
+ *                 readable by others
+ *   ENOENT        also tcp://: no token file (the message names the path)
+ *   EHOSTUNREACH  tcp://: the host name does not resolve
+ *   EPERM         the broker refused this user (not the instance owner)
+ *                 or the token (tcp://), or another errno the broker's
+ *                 greeting carried
+ *   EPROTO        the peer did not speak the eddy protocol, or (tcp://)
+ *                 did not prove it holds the token
  *   ECONNRESET    the peer closed the connection before greeting
  *   ETIMEDOUT     no greeting within 10 s
  *   ENOMEM, EMFILE, ENFILE  out of resources
@@ -338,6 +349,44 @@ eddy_future_t *eddy_event_publish(eddy_t *h,
 /* The text of an eddy errno, e.g. for EHOSTUNREACH.  Never NULL; not to be
  * freed, valid at least until the next call from the same thread. */
 const char *eddy_strerror(int errnum);
+
+/* ---- detection: is eddy the manager in charge here? ------------------
+ *
+ * The probe a tool-launch library runs before deciding to use eddy: which
+ * instance is reachable from here, what it is, and whether the caller runs
+ * inside one of its jobs.  The instance tried is $EDDY_URI if set (every
+ * job and `eddy start` command has it), else the system instance:
+ * $EDDY_SYSTEM_URI if set, else EDDY_SYSTEM_URI_DEFAULT. */
+
+#define EDDY_SYSTEM_URI_DEFAULT "local:///run/eddy/local-0"
+
+struct eddy_detect_info {
+    bool reachable;   /* an instance answered at 'uri' (greeting received) */
+    char uri[512];    /* the URI tried; "" if none could be chosen */
+    char source[16];  /* where 'uri' came from: "EDDY_URI" or "system" */
+    char version[32]; /* the broker's version ("" unless reachable) */
+    uint32_t size;    /* brokers in the instance (0 unless reachable) */
+    uint32_t rank;    /* the broker that answered (0 unless reachable) */
+    bool in_job;      /* the caller runs inside a job: EDDY_JOB_ID is set,
+                         and (if reachable) that job is active there */
+    uint64_t jobid;   /* that job's ID (0 unless in_job) */
+    char error[256];  /* why not reachable, as eddy_open() said ("" if
+                         reachable) */
+};
+
+/* Fill '*info' (overwritten whole) by connecting to the instance in charge
+ * (see above) and closing again; bounded by eddy_open()'s 10 s greeting
+ * timeout.  'flags' must be 0.  Not finding an instance is an answer, not
+ * an error: 0 with info->reachable false and info->error saying why.  -1
+ * with errno EINVAL only for a NULL 'info' or unknown flags. */
+int eddy_detect(struct eddy_detect_info *info, int flags);
+
+/* Whether the caller runs inside a job: 1 if EDDY_JOB_ID holds a job ID
+ * and, with 'h' (may be NULL: the environment alone decides), that job is
+ * known to h's instance and not INACTIVE; 0 if not.  The ID goes to
+ * '*jobid' (may be NULL) when 1 is returned.  -1 with errno when 'h' could
+ * not be asked (the errno of eddy_job_info(), ETIMEDOUT after 10 s). */
+int eddy_in_allocation(eddy_t *h, uint64_t *jobid);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,10 @@
-/* bootstrap.c - the "args" and "hosts" bootstrap methods. */
+/* bootstrap.c - the "args" and "hosts" bootstrap methods, and the choice
+ * of method ("pmi" is in bootstrap_pmi.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include "src/common/errprintf.h"
@@ -17,6 +19,8 @@ void bootstrap_destroy(struct bootstrap *bs)
     int saved_errno = errno;
 
     if (bs) {
+        sodium_memzero(bs->key, sizeof(bs->key));
+        free(bs->rundir);
         free(bs->listen_addr);
         free(bs->parent_addr);
         free(bs->hostname);
@@ -159,7 +163,10 @@ struct bootstrap *bootstrap_create(const struct broker_opts *o,
         errprintf(err, "--listen-fd and --listen exclude each other");
         goto error;
     }
-    if (o->hosts) {
+    if (o->bootstrap && !strcmp(o->bootstrap, "pmi")) {
+        if (bootstrap_pmi(bs, o, err) < 0)
+            goto error;
+    } else if (o->hosts) {
         if (bootstrap_hosts(bs, o, err) < 0)
             goto error;
     } else {
@@ -199,6 +206,10 @@ struct bootstrap *bootstrap_create(const struct broker_opts *o,
     }
     return bs;
 error:
+    if (bs->own_listen_fd && bs->listen_fd >= 0)
+        close(bs->listen_fd);
+    if (bs->own_rundir)
+        rmdir(bs->rundir);
     bootstrap_destroy(bs);
     return NULL;
 }

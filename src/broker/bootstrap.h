@@ -9,8 +9,13 @@
  *   "args"   --rank/--size with --listen-fd or --listen and --parent
  *            (`eddy start --test-size=N` binds the sockets and passes them)
  *   "hosts"  --hosts=FILE: the file names every rank's host and address
- * A PMI method would slot in here: put this broker's listen address in
- * the KVS, fence, then read the parent's.
+ *   "pmi"    --bootstrap=pmi, or no --rank/--size/--hosts and PMI_FD set
+ *            (a parent eddy's job shell, MPICH's mpiexec): rank and size
+ *            from PMI-1; each broker with children binds a socket on an
+ *            address of its host and puts it in the PMI key-value space,
+ *            rank 0 puts a new instance key, one fence, then each reads
+ *            its parent's address and the key (bootstrap_pmi.c).  Without
+ *            --rundir it makes a private one (own_rundir).
  *
  * Lifecycle:
  *  1. bootstrap_create(opts, err) picks the method from the options and
@@ -18,11 +23,16 @@
  *     combination of options fails before anything is opened).
  *  2. The broker reads the fields.
  *  3. bootstrap_destroy() frees it (an inherited listen_fd is not closed:
- *     it belongs to the overlay once the broker starts).
+ *     it belongs to the overlay once the broker starts).  It never
+ *     removes own_rundir: the broker's main() does that once the broker
+ *     has exited.
+ *  On a failed bootstrap_create(), the caller reports the error, then
+ *  calls bootstrap_abort() so that a PMI job does not wait for us.
  */
 #ifndef EDDY_BROKER_BOOTSTRAP_H
 #define EDDY_BROKER_BOOTSTRAP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "eddy/core.h"
@@ -30,19 +40,36 @@
 struct broker_opts;
 
 struct bootstrap {
-    const char *method; /* "args", "hosts" */
+    const char *method; /* "args", "hosts", "pmi" */
     uint32_t rank;
     uint32_t size;
     uint32_t fanout;
-    int listen_fd;     /* inherited listening TCP socket, or -1 */
-    char *listen_addr; /* "ADDR:PORT" to bind, or NULL */
-    char *parent_addr; /* "ADDR:PORT" of the parent, NULL at rank 0 */
-    char *hostname;    /* this broker's host name */
+    int listen_fd;      /* inherited listening TCP socket, or -1 */
+    char *listen_addr;  /* "ADDR:PORT" to bind, or NULL */
+    char *parent_addr;  /* "ADDR:PORT" of the parent, NULL at rank 0 */
+    char *hostname;     /* this broker's host name */
+    bool own_listen_fd; /* pmi: we bound listen_fd (the overlay takes it) */
+    char *rundir;       /* pmi without --rundir: the one made, else NULL */
+    bool own_rundir;    /* rundir was made here: remove it at exit */
+    bool have_key;      /* pmi: the instance key is 'key', not a file */
+    unsigned char key[32];
 };
 
 /* NULL with errno (EINVAL for inconsistent options) and 'err' filled. */
 struct bootstrap *bootstrap_create(const struct broker_opts *o,
                                    eddy_error_t *err);
 void bootstrap_destroy(struct bootstrap *bs); /* accepts NULL */
+
+/* After a failed bootstrap_create() by the PMI method: PMI_Abort() the
+ * job with 'why' (never returns) if PMI was left initialised; otherwise
+ * a no-op. */
+void bootstrap_abort(const char *why);
+
+/* The PMI method (bootstrap_pmi.c): fills rank, size, hostname,
+ * listen_fd, parent_addr, key and, without o->rundir, rundir.
+ * -1 with errno and 'err' on failure. */
+int bootstrap_pmi(struct bootstrap *bs,
+                  const struct broker_opts *o,
+                  eddy_error_t *err);
 
 #endif /* !EDDY_BROKER_BOOTSTRAP_H */

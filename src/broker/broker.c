@@ -41,6 +41,8 @@ enum {
     OPT_JOB_OUTPUT_CAP,
     OPT_JOB_KILL_GRACE,
     OPT_TMPDIR_BASE,
+    OPT_BOOTSTRAP,
+    OPT_CLIENT_LISTEN,
     OPT_HELP,
 };
 
@@ -63,6 +65,8 @@ static const struct option longopts[] = {
     {"job-output-cap", required_argument, NULL, OPT_JOB_OUTPUT_CAP},
     {"job-kill-grace", required_argument, NULL, OPT_JOB_KILL_GRACE},
     {"tmpdir-base", required_argument, NULL, OPT_TMPDIR_BASE},
+    {"bootstrap", required_argument, NULL, OPT_BOOTSTRAP},
+    {"client-listen", required_argument, NULL, OPT_CLIENT_LISTEN},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -74,8 +78,11 @@ static const char usage[] =
     "                   [--heartbeat=SECONDS] [--heartbeat-timeout=SECONDS]\n"
     "                   [--log-level=N] [--hostname=NAME] [--cores=N]\n"
     "                   [--job-output-cap=BYTES] [--job-kill-grace=SECONDS]\n"
-    "                   [--tmpdir-base=DIR]\n"
-    "Normally started by 'eddy start'.\n";
+    "                   [--tmpdir-base=DIR] [--client-listen=ADDR:PORT]\n"
+    "   or: eddy-broker [--bootstrap=pmi] [--rundir=DIR] [OPTIONS]\n"
+    "Normally started by 'eddy start'.  Under a PMI-1 process manager\n"
+    "(PMI_FD set: 'mpiexec -n 4 eddy-broker', a parent eddy instance) the\n"
+    "rank, size, addresses and key come from PMI (see docs/alloc.md).\n";
 
 static int parse_long(
     const char *name, const char *s, long min, long max, long *out)
@@ -220,6 +227,19 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
             }
             o->tmpdir_base = optarg;
             break;
+        case OPT_CLIENT_LISTEN:
+            o->client_listen = optarg;
+            break;
+        case OPT_BOOTSTRAP:
+            if (strcmp(optarg, "pmi") != 0) {
+                fprintf(stderr,
+                        "eddy-broker: --bootstrap=%s: only 'pmi' may be "
+                        "named (args and hosts follow from the options)\n",
+                        optarg);
+                return -1;
+            }
+            o->bootstrap = optarg;
+            break;
         case OPT_HELP:
             fputs(usage, stdout);
             exit(0);
@@ -236,7 +256,11 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
                 argv[optind], usage);
         return -1;
     }
-    if (!o->rundir) {
+    /* Started by a PMI process manager with nothing else to go by. */
+    if (!o->bootstrap && o->rank < 0 && o->size < 0 && !o->hosts &&
+        getenv("PMI_FD"))
+        o->bootstrap = "pmi";
+    if (!o->rundir && !o->bootstrap) {
         fprintf(stderr, "eddy-broker: --rundir is required\n%s", usage);
         return -1;
     }
@@ -763,17 +787,22 @@ broker_t *broker_create(const struct broker_opts *o,
     }
     if (check_rundir(o->rundir, err) < 0)
         goto error;
-    if (o->keyfile)
-        path = strdup(o->keyfile);
-    else if (asprintf(&path, "%s/key", o->rundir) < 0)
-        path = NULL;
-    if (!path) {
-        errprintf(err, "out of memory");
-        goto error;
+    /* The PMI bootstrap got the key from the process manager. */
+    if (bs->have_key) {
+        memcpy(b->key, bs->key, sizeof(b->key));
+    } else {
+        if (o->keyfile)
+            path = strdup(o->keyfile);
+        else if (asprintf(&path, "%s/key", o->rundir) < 0)
+            path = NULL;
+        if (!path) {
+            errprintf(err, "out of memory");
+            goto error;
+        }
+        if (load_key(path, b->key, err) < 0)
+            goto error;
+        free(path);
     }
-    if (load_key(path, b->key, err) < 0)
-        goto error;
-    free(path);
     if (asprintf(&path, "%s/broker-%u.log", o->rundir, b->rank) < 0) {
         path = NULL;
         errprintf(err, "out of memory");

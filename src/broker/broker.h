@@ -33,6 +33,8 @@
  *                    (default BROKER_JOB_OUTPUT_CAP)
  *   --job-kill-grace seconds between SIGTERM and SIGKILL when a job is
  *                    cancelled (default BROKER_JOB_KILL_GRACE)
+ *   --client-listen  rank 0 only: accept tcp://ADDR:PORT clients that
+ *                    hold the instance token (tcp_client.c, docs/remote.md)
  *   --tmpdir-base    an absolute path: where job-exec makes each job's
  *                    tmpdir on this node (default $TMPDIR if absolute,
  *                    else /tmp); not checked at startup: a base that does
@@ -146,6 +148,9 @@ struct broker_opts {
     uint64_t job_output_cap;
     double job_kill_grace;
     const char *tmpdir_base; /* absolute */
+    const char *bootstrap;   /* "pmi", or NULL: args or hosts */
+    /* rank 0: tcp:// clients on ADDR:PORT (tcp_client.c) */
+    const char *client_listen;
 };
 
 enum conn_kind {

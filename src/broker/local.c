@@ -1,4 +1,5 @@
-/* local.c - the client socket RUNDIR/local-R.
+/* local.c - the client socket RUNDIR/local-R (and, at rank 0, the TCP
+ * listener for remote clients: tcp_client.c).
  *
  * Two locks keep strangers out: the rundir is 0700 and the socket 0600,
  * and on every accept the kernel tells us who is calling (SO_PEERCRED).
@@ -15,11 +16,13 @@
 
 #include "src/common/errprintf.h"
 #include "broker.h"
+#include "tcp_client.h"
 
 struct local {
     broker_t *b;
     uv_pipe_t *listener;
-    bool bound; /* the socket file is ours to unlink */
+    bool bound;             /* the socket file is ours to unlink */
+    struct tcp_client *tcp; /* rank 0 with --client-listen, or NULL */
 };
 
 static void send_greeting(struct conn *c, int errnum, json_t *body)
@@ -164,6 +167,16 @@ int local_start(broker_t *b, eddy_error_t *err)
         return errprintf(err, "cannot listen on %s: %s", b->local_path,
                          uv_strerror(rc));
     }
+    /* Remote clients reach rank 0 only: it is where the instance is
+     * driven from, and one token file names one address. */
+    if (b->opts.client_listen) {
+        if (b->rank != 0) {
+            errno = EINVAL;
+            return errprintf(err, "--client-listen is for rank 0 only");
+        }
+        if (!(l->tcp = tcp_client_start(b, b->opts.client_listen, err)))
+            return -1;
+    }
     return 0;
 }
 
@@ -181,11 +194,14 @@ void local_stop(broker_t *b)
         unlink(b->local_path);
         l->bound = false;
     }
+    tcp_client_stop(l->tcp);
 }
 
 void local_destroy(broker_t *b)
 {
     local_stop(b);
+    if (b->local)
+        tcp_client_destroy(b->local->tcp);
     free(b->local);
     b->local = NULL;
 }

@@ -4,6 +4,7 @@
 
 #include "bootstrap.h"
 #include "broker.h"
+#include "src/common/rmtree.h"
 #include "src/common/stdfds.h"
 
 int main(int argc, char **argv)
@@ -28,24 +29,31 @@ int main(int argc, char **argv)
     /* 2. find our place in the instance */
     if (!(bs = bootstrap_create(&opts, &err)))
         goto error;
+    if (bs->rundir)
+        opts.rundir = bs->rundir;
     /* 3. check rundir and key, open the log and the loop */
     if (!(b = broker_create(&opts, bs, &err)))
         goto error;
     /* 4. start services, the client socket and the overlay */
     if (broker_start(b, bs, &err) < 0)
         goto error;
-    bootstrap_destroy(bs);
-    bs = NULL;
     /* 5. serve until shut down */
     status = broker_run(b);
-    /* 6. close everything */
+    /* 6. close everything (and the run directory the bootstrap made) */
     broker_destroy(b);
+    if (bs->own_rundir)
+        (void)rmtree(bs->rundir, NULL);
+    bootstrap_destroy(bs);
     return status;
 error:
-    fprintf(stderr, "eddy-broker[%ld]: %s\n", opts.rank, err.text);
+    fprintf(stderr, "eddy-broker[%ld]: %s\n", bs ? (long)bs->rank : opts.rank,
+            err.text);
     if (b)
         broker_log(b, LOG_LEVEL_DEBUG, "startup failed: %s", err.text);
     broker_destroy(b);
+    if (bs && bs->own_rundir)
+        (void)rmtree(bs->rundir, NULL);
     bootstrap_destroy(bs);
+    bootstrap_abort(err.text);
     return 1;
 }

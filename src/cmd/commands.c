@@ -3,7 +3,10 @@
 
 #include "cmd.h"
 
+extern const struct cmd cmd_alloc;
+extern const struct cmd cmd_batch;
 extern const struct cmd cmd_bcast;
+extern const struct cmd cmd_detect;
 extern const struct cmd cmd_dmesg;
 extern const struct cmd cmd_exec;
 extern const struct cmd cmd_help;
@@ -11,6 +14,7 @@ extern const struct cmd cmd_job;
 extern const struct cmd cmd_jobs;
 extern const struct cmd cmd_overlay;
 extern const struct cmd cmd_ping;
+extern const struct cmd cmd_proxy;
 extern const struct cmd cmd_run;
 extern const struct cmd cmd_shutdown;
 extern const struct cmd cmd_stack;
@@ -21,10 +25,11 @@ extern const struct cmd cmd_uri;
 extern const struct cmd cmd_version;
 
 const struct cmd *const eddy_commands[] = {
-    &cmd_start,   &cmd_run,   &cmd_submit, &cmd_jobs,     &cmd_job,
-    &cmd_bcast,   &cmd_tool,  &cmd_stack,  &cmd_exec,     &cmd_ping,
-    &cmd_overlay, &cmd_dmesg, &cmd_uri,    &cmd_shutdown, &cmd_version,
-    &cmd_help,    NULL,
+    &cmd_start, &cmd_run,    &cmd_submit,   &cmd_alloc,   &cmd_batch,
+    &cmd_proxy, &cmd_jobs,   &cmd_job,      &cmd_bcast,   &cmd_tool,
+    &cmd_stack, &cmd_exec,   &cmd_ping,     &cmd_overlay, &cmd_dmesg,
+    &cmd_uri,   &cmd_detect, &cmd_shutdown, &cmd_version, &cmd_help,
+    NULL,
 };
 
 const struct cmd *cmd_lookup(const char *name)

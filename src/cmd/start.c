@@ -9,6 +9,14 @@
  *
  * With --hosts=FILE --rank=R it starts the one broker of this host from a
  * static hosts file (run it on every host); rank 0 then runs CMD.
+ *
+ * With --pmi it is one task of a parallel job (a parent eddy's, or
+ * mpiexec's): it starts this task's broker with --bootstrap=pmi (rank,
+ * addresses and key come through PMI), and rank 0 runs CMD; without CMD
+ * every rank serves until the instance is shut down (a job has no
+ * terminal for a shell).  --print-uri makes rank 0 print
+ * "EDDY_URI=URI" on stderr once the instance is ready: that line is how
+ * `eddy alloc`, `eddy batch` and `eddy uri ID` find a nested instance.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -63,6 +71,15 @@ static const char *const usage_text =
     "                        e.g. --wrap=valgrind,--error-exitcode=99\n"
     "      --timeout=S       give up if the instance is not ready in S\n"
     "                        seconds (default 60)\n"
+    "      --pmi             be one task of a PMI-1 job (mpiexec, a parent\n"
+    "                        eddy): start this task's broker with the PMI\n"
+    "                        bootstrap; rank 0 runs CMD (without CMD, serve\n"
+    "                        until 'eddy shutdown')\n"
+    "      --print-uri       print EDDY_URI=URI on stderr once ready\n"
+    "      --listen=ADDR:PORT  rank 0 also accepts remote clients on\n"
+    "                        ADDR:PORT (PORT 0: any free port), as\n"
+    "                        tcp://HOST:PORT with the instance token; CMD\n"
+    "                        gets it as EDDY_TCP_URI (docs/remote.md)\n"
     "  -v, --verbose         say how long startup and shutdown took\n";
 
 /* How long brokers get to exit after a shutdown request, before SIGKILL. */
@@ -95,6 +112,9 @@ struct start {
     char *wrapbuf;
     double timeout;
     bool verbose;
+    bool pmi;       /* one task of a PMI job: the broker bootstraps by PMI */
+    bool print_uri; /* say EDDY_URI=URI on stderr once ready */
+    const char *listen; /* --listen: rank 0's address for tcp:// clients */
     char broker_path[PATH_MAX + 16];
     struct broker_proc *procs;
     unsigned long nprocs;
@@ -204,6 +224,12 @@ static int write_key(const char *path)
 static void make_rundir(struct start *st)
 {
     const char *tmp = getenv("TMPDIR");
+    const char *jobtmp = getenv("EDDY_JOB_TMPDIR");
+
+    /* A nested instance lives in its job's tmpdir, removed with the job
+     * whatever happens to us. */
+    if (st->pmi && jobtmp && jobtmp[0] == '/')
+        tmp = jobtmp;
     char path[PATH_MAX];
 
     if (st->rundir) {
@@ -256,7 +282,7 @@ static pid_t spawn_broker(struct start *st,
     char *argv[MAX_WRAP_ARGS + MAX_BROKER_OPTS + 16];
     char a_rank[32], a_size[32], a_fanout[32], a_rundir[PATH_MAX + 16];
     char a_parent[64], a_key[PATH_MAX + 16], a_hosts[PATH_MAX + 16];
-    char a_cores[32], a_tmpdir[PATH_MAX + 32];
+    char a_cores[32], a_tmpdir[PATH_MAX + 32], a_listen[300];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int ac = 0;
@@ -269,10 +295,13 @@ static pid_t spawn_broker(struct start *st,
     snprintf(a_rank, sizeof(a_rank), "--rank=%lu", rank);
     snprintf(a_rundir, sizeof(a_rundir), "--rundir=%s", st->rundir);
     snprintf(a_fanout, sizeof(a_fanout), "--fanout=%lu", st->fanout);
-    argv[ac++] = a_rank;
+    if (!st->pmi)
+        argv[ac++] = a_rank;
     argv[ac++] = a_rundir;
     argv[ac++] = a_fanout;
-    if (st->hosts) {
+    if (st->pmi) {
+        argv[ac++] = (char *)"--bootstrap=pmi";
+    } else if (st->hosts) {
         snprintf(a_hosts, sizeof(a_hosts), "--hosts=%s", st->hosts);
         argv[ac++] = a_hosts;
     } else {
@@ -298,6 +327,10 @@ static pid_t spawn_broker(struct start *st,
     }
     snprintf(a_tmpdir, sizeof(a_tmpdir), "--tmpdir-base=%s", st->tmpdir_base);
     argv[ac++] = a_tmpdir;
+    if (st->listen && rank == 0) {
+        snprintf(a_listen, sizeof(a_listen), "--client-listen=%s", st->listen);
+        argv[ac++] = a_listen;
+    }
     for (int i = 0; i < st->nbroker_opts; i++)
         argv[ac++] = (char *)st->broker_opts[i];
     argv[ac] = NULL;
@@ -312,8 +345,12 @@ static pid_t spawn_broker(struct start *st,
     /* All brokers share one process group of their own, so a Ctrl-C at the
      * terminal reaches the command, not the brokers. */
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, pgid);
+    /* Under --pmi there is no terminal, and the broker must stay in the
+     * job's process group, so that whatever ends the job ends it too. */
+    if (!st->pmi) {
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, pgid);
+    }
     rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
@@ -552,6 +589,12 @@ static int run_command(struct start *st, int argc, char **argv)
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGQUIT, &old_quit, NULL);
         signal(SIGTERM, SIG_DFL);
+        /* The job's PMI connection was the broker's, not the command's:
+         * an MPI program run here must not take it for its own. */
+        unsetenv("PMI_FD");
+        unsetenv("PMI_RANK");
+        unsetenv("PMI_SIZE");
+        unsetenv("PMI_SPAWNED");
         execvp(cmdv[0], cmdv);
         fprintf(stderr, "eddy start: cannot run %s: %s\n", cmdv[0],
                 strerror(errno));
@@ -583,6 +626,21 @@ static int run_command(struct start *st, int argc, char **argv)
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
     return status;
+}
+
+/* Wait for our brokers to exit; a signal to us goes to them. */
+static void serve_until_shutdown(struct start *st)
+{
+    while (brokers_alive(st) > 0) {
+        int ws;
+        pid_t w = waitpid(-1, &ws, 0);
+        if (w > 0)
+            note_broker_exit(st, w, ws);
+        else if (errno == EINTR && got_term)
+            signal_brokers(st, got_term), got_term = 0;
+        else if (errno != EINTR)
+            break;
+    }
 }
 
 static void parse_wrap(struct start *st, const char *arg)
@@ -675,7 +733,10 @@ static void parse_args(struct start *st, int argc, char **argv)
         OPT_TIMEOUT,
         OPT_CORES,
         OPT_TMPDIR_BASE,
-        OPT_SHELL_PLUGIN_DIR
+        OPT_SHELL_PLUGIN_DIR,
+        OPT_PMI,
+        OPT_PRINT_URI,
+        OPT_LISTEN
     };
     static const struct option opts[] = {
         {"test-size", required_argument, NULL, 's'},
@@ -692,6 +753,9 @@ static void parse_args(struct start *st, int argc, char **argv)
         {"tmpdir-base", required_argument, NULL, OPT_TMPDIR_BASE},
         {"shell-plugin-dir", required_argument, NULL, OPT_SHELL_PLUGIN_DIR},
         {"verbose", no_argument, NULL, 'v'},
+        {"pmi", no_argument, NULL, OPT_PMI},
+        {"print-uri", no_argument, NULL, OPT_PRINT_URI},
+        {"listen", required_argument, NULL, OPT_LISTEN},
         {NULL, 0, NULL, 0},
     };
     bool have_rank = false, have_size = false;
@@ -751,10 +815,31 @@ static void parse_args(struct start *st, int argc, char **argv)
         case OPT_SHELL_PLUGIN_DIR:
             add_shell_plugin_dir(optarg);
             break;
+        case OPT_PMI:
+            st->pmi = true;
+            break;
+        case OPT_PRINT_URI:
+            st->print_uri = true;
+            break;
+        case OPT_LISTEN:
+            if (strlen(optarg) > 260)
+                cmd_die("start", "--listen address too long");
+            st->listen = optarg;
+            break;
         default:
             fputs(usage_text, stderr);
             exit(1);
         }
+    }
+    if (st->pmi) {
+        const char *r = getenv("PMI_RANK");
+        if (st->hosts || have_size || have_rank || st->keyfile)
+            cmd_die("start", "--pmi takes rank, size and key from PMI: no "
+                             "--hosts, --test-size, --rank or --key");
+        if (!getenv("PMI_FD") || !r)
+            cmd_die("start", "--pmi: PMI_FD and PMI_RANK are not set (run "
+                             "it under mpiexec or as an eddy job)");
+        st->rank = parse_ulong("PMI_RANK", r, 0, 1u << 20);
     }
     if (st->hosts && have_size)
         cmd_die("start", "--hosts and --test-size exclude each other");
@@ -773,6 +858,29 @@ static void parse_args(struct start *st, int argc, char **argv)
     }
 }
 
+/* With --listen, rank 0 wrote its tcp:// URI to RUNDIR/tcp-uri before it
+ * said ready (the port may be the kernel's choice): give it to CMD. */
+static void export_tcp_uri(struct start *st)
+{
+    char path[PATH_MAX + 16], uri[300];
+    FILE *f;
+
+    if (!st->listen)
+        return;
+    snprintf(path, sizeof(path), "%s/tcp-uri", st->rundir);
+    if (!(f = fopen(path, "re")) || !fgets(uri, sizeof(uri), f)) {
+        cmd_warn("start", "cannot read the tcp:// URI from %s", path);
+        if (f)
+            fclose(f);
+        return;
+    }
+    fclose(f);
+    uri[strcspn(uri, "\n")] = '\0';
+    setenv("EDDY_TCP_URI", uri, 1);
+    if (st->verbose || st->print_uri)
+        fprintf(stderr, "EDDY_TCP_URI=%s\n", uri);
+}
+
 static int start_run(int argc, char **argv)
 {
     struct start st = {.size = 1, .fanout = 2, .timeout = 60};
@@ -788,7 +896,7 @@ static int start_run(int argc, char **argv)
     parse_args(&st, argc, argv);
     find_broker(&st);
     make_rundir(&st);
-    if (!st.keyfile) {
+    if (!st.keyfile && !st.pmi) {
         snprintf(keypath, sizeof(keypath), "%s/key", st.rundir);
         if (write_key(keypath) < 0)
             cmd_die("start", "cannot write key %s: %s", keypath,
@@ -799,14 +907,15 @@ static int start_run(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
 
     /* 2. listening sockets and the readiness pipe */
-    st.first_rank = st.hosts ? (pid_t)st.rank : 0;
-    st.nprocs = st.hosts ? 1 : st.size;
+    st.first_rank = st.hosts || st.pmi ? (pid_t)st.rank : 0;
+    st.nprocs = st.hosts || st.pmi ? 1 : st.size;
     if (!(st.procs = calloc(st.nprocs, sizeof(st.procs[0]))))
         cmd_die("start", "out of memory");
     for (unsigned long i = 0; i < st.nprocs; i++) {
         st.procs[i].listen_fd = -1;
-        if (!st.hosts && topo_nchildren((uint32_t)i, (uint32_t)st.size,
-                                        (uint32_t)st.fanout) > 0) {
+        if (!st.hosts && !st.pmi &&
+            topo_nchildren((uint32_t)i, (uint32_t)st.size,
+                           (uint32_t)st.fanout) > 0) {
             st.procs[i].listen_fd = bind_loopback(&st.procs[i].port);
             if (st.procs[i].listen_fd < 0)
                 cmd_die("start", "cannot listen on 127.0.0.1: %s",
@@ -819,8 +928,9 @@ static int start_run(int argc, char **argv)
     /* 3. spawn the brokers */
     for (unsigned long i = 0; i < st.nprocs; i++) {
         uint32_t parent = topo_parent((uint32_t)i, (uint32_t)st.fanout);
-        int pport =
-            (!st.hosts && parent != TOPO_NONE) ? st.procs[parent].port : 0;
+        int pport = (!st.hosts && !st.pmi && parent != TOPO_NONE)
+                        ? st.procs[parent].port
+                        : 0;
         pid_t pid = spawn_broker(&st, st.first_rank + i, st.procs[i].listen_fd,
                                  pport, i == 0 ? pipefds[1] : -1, pgid);
         if (pid < 0) {
@@ -837,6 +947,9 @@ static int start_run(int argc, char **argv)
     }
     if (pipefds[1] >= 0)
         close(pipefds[1]);
+    /* The job's PMI connection is the broker's now. */
+    if (st.pmi && getenv("PMI_FD"))
+        close(atoi(getenv("PMI_FD")));
 
     /* 4. wait for the whole tree, run the command, shut down */
     if (clean && st.first_rank == 0) {
@@ -846,21 +959,20 @@ static int start_run(int argc, char **argv)
             t1 = cmd_now();
             if (st.verbose)
                 fprintf(stderr, "eddy start: %lu brokers ready in %.3f s\n",
-                        st.hosts ? 1 : st.size, t1 - t0);
-            status = run_command(&st, argc - optind, argv + optind);
+                        st.hosts || st.pmi ? 1 : st.size, t1 - t0);
+            if (st.print_uri) {
+                fprintf(stderr, "EDDY_URI=local://%s/local-0\n", st.rundir);
+                fflush(stderr);
+            }
+            export_tcp_uri(&st);
+            if (st.pmi && argc - optind == 0)
+                serve_until_shutdown(&st);
+            else
+                status = run_command(&st, argc - optind, argv + optind);
         }
     } else if (clean) {
         /* Not rank 0: serve until the instance shuts down. */
-        while (brokers_alive(&st) > 0) {
-            int ws;
-            pid_t w = waitpid(-1, &ws, 0);
-            if (w > 0)
-                note_broker_exit(&st, w, ws);
-            else if (errno == EINTR && got_term)
-                signal_brokers(&st, got_term), got_term = 0;
-            else if (errno != EINTR)
-                break;
-        }
+        serve_until_shutdown(&st);
     }
     t1 = cmd_now();
     shutdown_instance(&st, &clean);

@@ -1,19 +1,68 @@
-/* eddy uri - print the URI of the enclosing instance. */
+/* eddy uri - print the URI of the enclosing instance, or of the nested
+ * instance that job ID is (eddy alloc, eddy batch). */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
+#include "jobopts.h"
+#include "nested.h"
+
+/* How long `eddy uri ID` waits for a pending nested instance. */
+#define URI_NESTED_WAIT 60.0
+
+/* The nested instance's URI, as its rank 0 announced it in the job's
+ * output; waits while the job is pending or starting. */
+static int nested_uri(const char *arg)
+{
+    eddy_jobid_t id = jobid_parse("uri", arg);
+    eddy_t *h = cmd_open("uri");
+    char *uri = nested_uri_wait(h, id, URI_NESTED_WAIT, false);
+
+    if (!uri) {
+        int e = errno;
+        if (e == ESRCH)
+            cmd_die("uri", "job %" PRIu64 " is not a running nested instance",
+                    id);
+        if (e == ETIMEDOUT)
+            cmd_die("uri", "job %" PRIu64 ": no instance after %.0f s", id,
+                    URI_NESTED_WAIT);
+        cmd_die("uri", "job %" PRIu64 ": %s", id,
+                e == ENOENT ? "no such job" : strerror(e));
+    }
+    eddy_close(h);
+    printf("%s\n", uri);
+    free(uri);
+    return 0;
+}
 
 static int uri_run(int argc, char **argv)
 {
-    const char *uri = getenv("EDDY_URI");
+    const char *var = "EDDY_URI";
+    const char *uri;
     eddy_error_t err;
     eddy_t *h;
 
-    if (argc > 1)
-        cmd_die("uri", "unexpected argument '%s' (see 'eddy uri -h')", argv[1]);
-    if (!uri)
+    if (argc > 1 && strcmp(argv[1], "--tcp") == 0) {
+        var = "EDDY_TCP_URI";
+        argc--;
+        argv++;
+        if (argc > 1)
+            cmd_die("uri", "--tcp takes no job ID (see 'eddy uri -h')");
+    }
+    if (argc > 2)
+        cmd_die("uri", "unexpected argument '%s' (see 'eddy uri -h')", argv[2]);
+    if (argc == 2)
+        return nested_uri(argv[1]);
+    if (!(uri = getenv(var))) {
+        if (strcmp(var, "EDDY_TCP_URI") == 0)
+            cmd_die("uri", "EDDY_TCP_URI is not set: the instance does not "
+                           "listen for remote clients (eddy start "
+                           "--listen=ADDR:PORT)");
         cmd_die("uri", "EDDY_URI is not set: not inside an eddy instance");
+    }
     /* Check that it answers, so scripts can rely on the printed URI. */
     if (!(h = eddy_open(uri, 0, &err)))
         cmd_die("uri", "%s", err.text);
@@ -24,10 +73,15 @@ static int uri_run(int argc, char **argv)
 
 const struct cmd cmd_uri = {
     .name = "uri",
-    .summary = "print the URI of the enclosing instance",
-    .usage = "Usage: eddy uri\n"
+    .summary = "print the URI of this instance or of a nested one",
+    .usage = "Usage: eddy uri [--tcp | ID]\n"
              "\n"
-             "Print the URI of the instance this shell runs in ($EDDY_URI),\n"
-             "after checking that the instance answers.\n",
+             "Without ID, print the URI of the instance this shell runs in\n"
+             "($EDDY_URI), after checking that the instance answers.  With\n"
+             "--tcp, the URI remote clients use ($EDDY_TCP_URI, set by\n"
+             "'eddy start --listen'), after connecting with the token.\n"
+             "With ID, print the URI of the nested instance that job ID of\n"
+             "this instance is (eddy alloc, eddy batch), waiting for it to\n"
+             "be ready if the job is still starting.\n",
     .run = uri_run,
 };

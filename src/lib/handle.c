@@ -2,10 +2,19 @@
  *
  * The socket is connected synchronously so that ENOENT, EACCES and
  * ECONNREFUSED come back from eddy_open() with a message naming the URI;
- * only then is it handed to libuv.
+ * only then is it handed to libuv.  For tcp:// the token file is found
+ * and checked before connecting (a client without a usable token never
+ * bothers the broker), and the challenge-response of docs/remote.md runs
+ * on the loop before the greeting, which must prove that the broker holds
+ * the same token.
  */
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,9 +169,66 @@ static void set_open_error(eddy_t *h, int errnum, const char *fmt, ...)
     va_end(ap);
 }
 
+/* tcp://: prove we hold the token; ask the broker to prove it too. */
+static void answer_challenge(eddy_t *h, const msg_t *msg)
+{
+    unsigned char nonce[TOKEN_SIZE], mac[TOKEN_MAC_SIZE];
+    char mac_hex[2 * TOKEN_MAC_SIZE + 1], nonce_hex[2 * TOKEN_SIZE + 1];
+    eddy_error_t e;
+    msg_t *auth;
+
+    if (tcpauth_decode_challenge(msg->body, nonce, &e) < 0) {
+        set_open_error(h, EPROTO, "%s: %s", h->uri, e.text);
+        return;
+    }
+    randombytes_buf(h->cnonce, sizeof(h->cnonce));
+    token_mac(h->token, TOKEN_LABEL_CLIENT, nonce, mac);
+    sodium_bin2hex(mac_hex, sizeof(mac_hex), mac, sizeof(mac));
+    sodium_bin2hex(nonce_hex, sizeof(nonce_hex), h->cnonce, sizeof(h->cnonce));
+    if (!(auth = msg_create(
+              MSG_REQUEST, "client.auth",
+              json_pack("{s:s s:s}", "mac", mac_hex, "nonce", nonce_hex), NULL,
+              0))) {
+        set_open_error(h, ENOMEM, "out of memory");
+        return;
+    }
+    auth->matchtag = 0;
+    auth->rank = 0;
+    if (msgconn_send(h->conn, auth) < 0)
+        set_open_error(h, errno, "cannot answer the challenge of %s: %s",
+                       h->uri, strerror(errno));
+    msg_decref(auth);
+    h->answered = true;
+}
+
+/* tcp://: the greeting must carry the broker's proof of the token. */
+static int check_broker_proof(eddy_t *h, const msg_t *msg)
+{
+    unsigned char mac[TOKEN_MAC_SIZE];
+    eddy_error_t e;
+
+    if (!h->answered) {
+        set_open_error(h, EPROTO,
+                       "%s greeted without a challenge: not an eddy tcp "
+                       "listener",
+                       h->uri);
+        return -1;
+    }
+    if (tcpauth_decode_greeting(msg->body, mac, &e) < 0 ||
+        !token_mac_verify(h->token, TOKEN_LABEL_BROKER, h->cnonce, mac)) {
+        set_open_error(h, EPROTO,
+                       "the broker at %s did not prove it holds the token "
+                       "of %s (another instance on that port?)",
+                       h->uri, h->token_path);
+        return -1;
+    }
+    return 0;
+}
+
 static void recv_greeting(eddy_t *h, const msg_t *msg)
 {
     json_int_t rank, size;
+    const char *version = NULL;
     char desc[128];
 
     if (msg->type != MSG_RESPONSE || msg->matchtag != 0 ||
@@ -175,10 +241,15 @@ static void recv_greeting(eddy_t *h, const msg_t *msg)
     }
     if (msg->errnum != 0) {
         const char *errstr = msg_errstr(msg);
-        set_open_error(h, (int)msg->errnum, "connection refused by broker: %s",
-                       errstr ? errstr : strerror((int)msg->errnum));
+        set_open_error(h, (int)msg->errnum,
+                       "connection refused by broker: %s%s%s%s",
+                       errstr ? errstr : strerror((int)msg->errnum),
+                       h->tcp ? " (token read from " : "",
+                       h->tcp ? h->token_path : "", h->tcp ? ")" : "");
         return;
     }
+    if (h->tcp && check_broker_proof(h, msg) < 0)
+        return;
     if (!msg->body ||
         json_unpack(msg->body, "{s:I s:I}", "rank", &rank, "size", &size) < 0 ||
         size < 1 || size > UINT32_MAX - 2 || rank < 0 || rank >= size) {
@@ -186,6 +257,8 @@ static void recv_greeting(eddy_t *h, const msg_t *msg)
                        h->uri);
         return;
     }
+    (void)json_unpack(msg->body, "{s?s}", "version", &version);
+    snprintf(h->version, sizeof(h->version), "%s", version ? version : "");
     h->rank = (uint32_t)rank;
     h->size = (uint32_t)size;
     h->greeted = true;
@@ -197,7 +270,11 @@ static void conn_recv(msgconn_t *c, msg_t *msg, void *arg)
     eddy_future_t *f;
 
     if (!h->greeted) {
-        if (h->open_errnum == 0)
+        if (h->open_errnum == 0 && h->tcp && !h->answered &&
+            msg->type == MSG_EVENT &&
+            strcmp(msg->topic, "client.challenge") == 0)
+            answer_challenge(h, msg);
+        else if (h->open_errnum == 0)
             recv_greeting(h, msg);
         msg_decref(msg);
         return;
@@ -300,10 +377,12 @@ static int connect_uri(const char *uri, eddy_error_t *err)
         errno = EINVAL;
         if ((sep = strstr(uri, "://")) && sep > uri)
             return errprintf(err,
-                             "unsupported URI scheme '%.*s' (only "
-                             "local:// for now)",
+                             "unsupported URI scheme '%.*s' (local:// or "
+                             "tcp://)",
                              (int)(sep - uri), uri);
-        return errprintf(err, "malformed URI '%s' (expected local://PATH)",
+        return errprintf(err,
+                         "malformed URI '%s' (expected local://PATH or "
+                         "tcp://HOST:PORT)",
                          uri);
     }
     path = uri + strlen(LOCAL_SCHEME);
@@ -333,6 +412,93 @@ static int connect_uri(const char *uri, eddy_error_t *err)
                              "use it)",
                              uri, strerror(e));
         if (e == ENOENT || e == ECONNREFUSED)
+            return errprintf(err,
+                             "cannot connect to %s: %s (is the instance "
+                             "running?)",
+                             uri, strerror(e));
+        return errprintf(err, "cannot connect to %s: %s", uri, strerror(e));
+    }
+    return fd;
+}
+
+/* Connect to one address within GREETING_TIMEOUT: a host that drops
+ * packets must not hang a tool for the kernel's two minutes. */
+static int connect_addr(const struct addrinfo *ai)
+{
+    struct pollfd pfd;
+    socklen_t len = sizeof(int);
+    int fd, soerr = 0, rc, e;
+
+    if ((fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                     0)) < 0)
+        return -1;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+        if (errno != EINPROGRESS)
+            goto error;
+        pfd.fd = fd;
+        pfd.events = POLLOUT;
+        do
+            rc = poll(&pfd, 1, (int)(GREETING_TIMEOUT * 1000));
+        while (rc < 0 && errno == EINTR);
+        if (rc == 0)
+            errno = ETIMEDOUT;
+        if (rc <= 0)
+            goto error;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            goto error;
+        if (soerr != 0) {
+            errno = soerr;
+            goto error;
+        }
+    }
+    return fd;
+error:
+    e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* tcp://HOST:PORT: find and check the token first, then connect.  The
+ * token and where it came from go to 'token'/'tpath'. */
+static int connect_tcp(const char *uri,
+                       unsigned char token[TOKEN_SIZE],
+                       char *tpath,
+                       size_t tsize,
+                       eddy_error_t *err)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL, *ai;
+    struct tcp_uri u;
+    int fd = -1, rc, e = ECONNREFUSED;
+
+    if (sodium_init() < 0) {
+        errno = ENOMEM;
+        return errprintf(err, "libsodium failed to initialise");
+    }
+    if (tcp_uri_parse(uri, &u, err) < 0 ||
+        token_find(&u, tpath, tsize, err) < 0)
+        return -1;
+    if (token_read(tpath, token, err) < 0) {
+        if (errno == ENOENT) /* EDDY_TOKEN_FILE names a missing file */
+            return errprintf(err, "no token for instance %s at %s", uri, tpath);
+        return -1;
+    }
+    if ((rc = getaddrinfo(u.host, u.port, &hints, &res)) != 0) {
+        sodium_memzero(token, TOKEN_SIZE);
+        errno = rc == EAI_NONAME ? EHOSTUNREACH : EAGAIN;
+        return errprintf(err, "cannot connect to %s: %s", uri,
+                         gai_strerror(rc));
+    }
+    for (ai = res; ai && fd < 0; ai = ai->ai_next) {
+        if ((fd = connect_addr(ai)) < 0)
+            e = errno;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        sodium_memzero(token, TOKEN_SIZE);
+        errno = e;
+        if (e == ECONNREFUSED)
             return errprintf(err,
                              "cannot connect to %s: %s (is the instance "
                              "running?)",
@@ -392,24 +558,30 @@ error:
 
 static int attach_socket(eddy_t *h, int fd, eddy_error_t *err)
 {
-    uv_pipe_t *pipe;
+    uv_stream_t *pipe;
     int rc;
 
-    if (!(pipe = malloc(sizeof(*pipe)))) {
+    if (!(pipe = malloc(h->tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t)))) {
         close(fd);
         errno = ENOMEM;
         return errprintf(err, "out of memory");
     }
-    uv_pipe_init(h->loop, pipe, 0);
-    if ((rc = uv_pipe_open(pipe, fd)) < 0) {
+    if (h->tcp) {
+        uv_tcp_init(h->loop, (uv_tcp_t *)pipe);
+        if ((rc = uv_tcp_open((uv_tcp_t *)pipe, fd)) == 0)
+            uv_tcp_nodelay((uv_tcp_t *)pipe, 1);
+    } else {
+        uv_pipe_init(h->loop, (uv_pipe_t *)pipe, 0);
+        rc = uv_pipe_open((uv_pipe_t *)pipe, fd);
+    }
+    if (rc < 0) {
         close(fd);
         uv_close((uv_handle_t *)pipe, free_handle_cb);
         errno = -rc;
         return errprintf(err, "cannot use the socket to %s: %s", h->uri,
                          uv_strerror(rc));
     }
-    if (!(h->conn = msgconn_create(h->loop, (uv_stream_t *)pipe, conn_recv,
-                                   conn_closed, h)))
+    if (!(h->conn = msgconn_create(h->loop, pipe, conn_recv, conn_closed, h)))
         return errprintf(err, "cannot set up the connection to %s: %s", h->uri,
                          strerror(errno));
     h->pipe = pipe;
@@ -423,6 +595,9 @@ static int attach_socket(eddy_t *h, int fd, eddy_error_t *err)
 eddy_t *eddy_open(const char *uri, int flags, eddy_error_t *err)
 {
     eddy_t *h = NULL;
+    unsigned char token[TOKEN_SIZE];
+    char tpath[TOKEN_PATH_MAX] = "";
+    bool tcp;
     int fd;
 
     if (flags & ~(EDDY_OPEN_TRACE | EDDY_OPEN_KEEP_SIGPIPE)) {
@@ -436,15 +611,26 @@ eddy_t *eddy_open(const char *uri, int flags, eddy_error_t *err)
                        "(start one with 'eddy start')");
         return NULL;
     }
-    if ((fd = connect_uri(uri, err)) < 0)
+    tcp = strncmp(uri, TCP_SCHEME, strlen(TCP_SCHEME)) == 0;
+    if (tcp)
+        fd = connect_tcp(uri, token, tpath, sizeof(tpath), err);
+    else
+        fd = connect_uri(uri, err);
+    if (fd < 0)
         return NULL;
     if (!(h = handle_create(uri))) {
         int e = errno;
         close(fd);
+        sodium_memzero(token, sizeof(token));
         errno = e;
         errprintf(err, "cannot set up an event loop for %s: %s", uri,
                   strerror(e));
         return NULL;
+    }
+    if ((h->tcp = tcp)) {
+        memcpy(h->token, token, sizeof(token));
+        sodium_memzero(token, sizeof(token));
+        snprintf(h->token_path, sizeof(h->token_path), "%s", tpath);
     }
     h->trace = (flags & EDDY_OPEN_TRACE) || trace_env();
     if (!(flags & EDDY_OPEN_KEEP_SIGPIPE))
@@ -540,6 +726,7 @@ void eddy_close(eddy_t *h)
         free(h->loop);
     }
     tagtab_release(&h->tags);
+    sodium_memzero(h->token, sizeof(h->token));
     free(h->uri);
     free(h);
     errno = saved_errno;

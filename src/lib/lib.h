@@ -37,6 +37,7 @@
 #include "eddy/core.h"
 #include "src/common/msg.h"
 #include "src/common/msgconn.h"
+#include "src/common/token.h"
 
 /* Internal symbols must not leak out of libeddy.so. */
 #define LIB_INTERNAL __attribute__((visibility("hidden")))
@@ -111,13 +112,23 @@ LIB_INTERNAL void tagtab_clear(struct tagtab *t);
 struct eddy {
     uv_loop_t *loop;
     msgconn_t *conn;    /* NULL once the connection is gone */
-    uv_pipe_t *pipe;    /* the stream under 'conn' (owned by it), or NULL */
+    uv_stream_t *pipe;  /* the stream under 'conn' (owned by it), or NULL:
+                           a uv_pipe_t (local://) or uv_tcp_t (tcp://) */
     uv_async_t *wakeup; /* runs pending continuations */
     uv_timer_t *timer;  /* deadline for eddy_open()/eddy_future_wait_for() */
     char *uri;
     bool trace;
 
+    /* tcp:// only (docs/remote.md): the token, our nonce, whether we
+     * answered the challenge, and where the token came from */
+    bool tcp;
+    bool answered;
+    unsigned char token[TOKEN_SIZE];
+    unsigned char cnonce[TOKEN_SIZE];
+    char token_path[TOKEN_PATH_MAX];
+
     /* from the greeting */
+    char version[32];
     bool greeted;
     uint32_t rank;
     uint32_t size;

@@ -345,8 +345,11 @@ static void test_bad_uri(void **state)
     check_open_fails(NULL, EINVAL,
                      "EDDY_URI is not set: not inside an eddy "
                      "instance (start one with 'eddy start')");
-    check_open_fails("tcp://localhost:4000", EINVAL,
-                     "unsupported URI scheme 'tcp' (only local:// for now)");
+    check_open_fails("ftp://localhost:4000", EINVAL,
+                     "unsupported URI scheme 'ftp' (local:// or tcp://)");
+    check_open_fails("tcp://localhost", EINVAL,
+                     "malformed URI 'tcp://localhost' (expected "
+                     "tcp://HOST:PORT)");
     check_open_fails("/tmp/sock", EINVAL, "malformed URI '/tmp/sock'");
     check_open_fails("local://", EINVAL, "empty socket path");
     memcpy(longuri, "local://", 8);
@@ -359,7 +362,7 @@ static void test_bad_uri(void **state)
                      "running?)");
     /* a NULL err is allowed */
     errno = 0;
-    assert_null(eddy_open("tcp://x:1", 0, NULL));
+    assert_null(eddy_open("tcp://x:0", 0, NULL));
     assert_int_equal(errno, EINVAL);
     /* unknown flags */
     assert_null(eddy_open("local:///x", 0x100, &err));
