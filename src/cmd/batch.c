@@ -13,8 +13,9 @@ static const char *const usage_text =
     "eddy-broker per node, forming a nested instance; its rank 0 runs\n"
     "SCRIPT with EDDY_URI set to it and shuts the instance down when\n"
     "SCRIPT exits.  Print the job ID at once.  The script's output is the\n"
-    "job's ('eddy job attach ID'), after a first stderr line\n"
-    "EDDY_URI=URI; 'eddy uri ID' prints that URI while it runs.\n"
+    "job's ('eddy job attach ID'), after two stderr lines\n"
+    "EDDY_TCP_URI=URI and EDDY_URI=URI; 'eddy uri ID' prints the URI\n"
+    "while it runs, and 'eddy proxy ID' connects to it from any node.\n"
     "\n" NESTED_USAGE "  -h, --help              show this help\n";
 
 static int batch_run(int argc, char **argv)
@@ -24,6 +25,8 @@ static int batch_run(int argc, char **argv)
     eddy_t *h;
 
     nested_parse("batch", usage_text, argc, argv, &o);
+    if (o.tcp)
+        cmd_die("batch", "--tcp is an option of eddy alloc and eddy proxy");
     if (optind >= argc)
         cmd_die("batch", "no SCRIPT given (see 'eddy batch -h')");
     h = cmd_open("batch");

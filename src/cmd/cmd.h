@@ -47,6 +47,10 @@ eddy_t *cmd_open(const char *name);
  * "kill"), or die with a message naming the command. */
 int cmd_parse_signal(const char *cmd, const char *s);
 
+/* The exit status a shell gives for a child's wait(2) status: its exit
+ * code, 128+N if signal N killed it, 1 otherwise. */
+int cmd_exit_code(int wstatus);
+
 /* Seconds on a monotonic clock. */
 double cmd_now(void);
 

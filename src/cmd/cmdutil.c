@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "cmd.h"
@@ -84,4 +85,13 @@ int cmd_parse_signal(const char *cmd, const char *s)
             return i;
     }
     cmd_die(cmd, "'%s' is not a signal", s);
+}
+
+int cmd_exit_code(int wstatus)
+{
+    if (WIFEXITED(wstatus))
+        return WEXITSTATUS(wstatus);
+    if (WIFSIGNALED(wstatus))
+        return 128 + WTERMSIG(wstatus);
+    return 1;
 }

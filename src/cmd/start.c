@@ -17,6 +17,11 @@
  * terminal for a shell).  --print-uri makes rank 0 print
  * "EDDY_URI=URI" on stderr once the instance is ready: that line is how
  * `eddy alloc`, `eddy batch` and `eddy uri ID` find a nested instance.
+ * Under --pmi, --listen=auto makes rank 0 listen for tcp:// clients on its
+ * host's address with its token in the run directory (docs/alloc.md:
+ * a nested instance reached from another node), and the brokers offer the
+ * cores the parent job gave the task (EDDY_JOB_CORES) unless
+ * --cores-per-rank says otherwise.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -24,6 +29,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -38,6 +44,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "src/common/idset.h"
 #include "src/common/topology.h"
 
 extern char **environ;
@@ -79,7 +86,9 @@ static const char *const usage_text =
     "      --listen=ADDR:PORT  rank 0 also accepts remote clients on\n"
     "                        ADDR:PORT (PORT 0: any free port), as\n"
     "                        tcp://HOST:PORT with the instance token; CMD\n"
-    "                        gets it as EDDY_TCP_URI (docs/remote.md)\n"
+    "                        gets it as EDDY_TCP_URI (docs/remote.md);\n"
+    "                        --listen=auto: this host's address (as the\n"
+    "                        PMI bootstrap picks it), any free port\n"
     "  -v, --verbose         say how long startup and shutdown took\n";
 
 /* How long brokers get to exit after a shutdown request, before SIGKILL. */
@@ -114,7 +123,8 @@ struct start {
     bool verbose;
     bool pmi;       /* one task of a PMI job: the broker bootstraps by PMI */
     bool print_uri; /* say EDDY_URI=URI on stderr once ready */
-    const char *listen; /* --listen: rank 0's address for tcp:// clients */
+    const char *listen;   /* --listen: rank 0's address for tcp:// clients */
+    char listen_auto[64]; /* --listen=auto resolved: "IPV4:0" */
     char broker_path[PATH_MAX + 16];
     struct broker_proc *procs;
     unsigned long nprocs;
@@ -858,6 +868,62 @@ static void parse_args(struct start *st, int argc, char **argv)
     }
 }
 
+/* --listen=auto: the first IPv4 address this host's name resolves to, else
+ * loopback, any free port.  It is the address the PMI bootstrap gives the
+ * overlay, so whoever reaches the nested brokers reaches this too. */
+static void resolve_listen_auto(struct start *st)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    struct in_addr addr = {.s_addr = htonl(INADDR_LOOPBACK)};
+    char host[256], ip[INET_ADDRSTRLEN];
+
+    if (gethostname(host, sizeof(host)) == 0 &&
+        getaddrinfo(host, NULL, &hints, &res) == 0 && res)
+        addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+    if (res)
+        freeaddrinfo(res);
+    if (!inet_ntop(AF_INET, &addr, ip, sizeof(ip)))
+        cmd_die("start", "--listen=auto: inet_ntop: %s", strerror(errno));
+    snprintf(st->listen_auto, sizeof(st->listen_auto), "%s:0", ip);
+    st->listen = st->listen_auto;
+}
+
+/* Under --pmi: what the parent job gave this task.  EDDY_JOB_CORES (the
+ * job's core ids on this node, set by eddy-shell) becomes --cores, so a
+ * nested instance schedules its allocation and not the whole host (tasks
+ * are not bound to their cores, so the brokers would otherwise count every
+ * core of the host).  With --listen, rank 0 keeps the token of its tcp://
+ * clients in the run directory: in the job's tmpdir, mode 0700, removed
+ * with the job whatever happens to the broker, and where `eddy proxy`
+ * looks for it (docs/alloc.md). */
+static void pmi_inherit(struct start *st)
+{
+    const char *cores = getenv("EDDY_JOB_CORES");
+    char path[PATH_MAX + 16];
+    eddy_error_t err;
+    idset_t *ids;
+    size_t n;
+
+    if (!st->pmi)
+        return;
+    if (st->cores == 0 && cores && *cores) {
+        if (!(ids = idset_decode(cores, &err)))
+            cmd_die("start", "EDDY_JOB_CORES='%s': %s", cores, err.text);
+        n = idset_count(ids);
+        idset_destroy(ids);
+        if (n == 0 || n > 1u << 16)
+            cmd_die("start", "EDDY_JOB_CORES='%s': not 1 to 65536 cores",
+                    cores);
+        st->cores = n;
+    }
+    if (st->listen && st->rank == 0) {
+        snprintf(path, sizeof(path), "%s/token", st->rundir);
+        if (setenv("EDDY_TOKEN_FILE", path, 1) < 0)
+            cmd_die("start", "setenv: %s", strerror(errno));
+    }
+}
+
 /* With --listen, rank 0 wrote its tcp:// URI to RUNDIR/tcp-uri before it
  * said ready (the port may be the kernel's choice): give it to CMD. */
 static void export_tcp_uri(struct start *st)
@@ -895,7 +961,10 @@ static int start_run(int argc, char **argv)
     /* 1. options, the broker program and the run directory */
     parse_args(&st, argc, argv);
     find_broker(&st);
+    if (st.listen && !strcmp(st.listen, "auto"))
+        resolve_listen_auto(&st);
     make_rundir(&st);
+    pmi_inherit(&st);
     if (!st.keyfile && !st.pmi) {
         snprintf(keypath, sizeof(keypath), "%s/key", st.rundir);
         if (write_key(keypath) < 0)
@@ -960,11 +1029,13 @@ static int start_run(int argc, char **argv)
             if (st.verbose)
                 fprintf(stderr, "eddy start: %lu brokers ready in %.3f s\n",
                         st.hosts || st.pmi ? 1 : st.size, t1 - t0);
+            /* EDDY_TCP_URI first: the EDDY_URI line means "ready" to
+             * whoever waits for it (nested.c). */
+            export_tcp_uri(&st);
             if (st.print_uri) {
                 fprintf(stderr, "EDDY_URI=local://%s/local-0\n", st.rundir);
                 fflush(stderr);
             }
-            export_tcp_uri(&st);
             if (st.pmi && argc - optind == 0)
                 serve_until_shutdown(&st);
             else
@@ -990,12 +1061,7 @@ static int start_run(int argc, char **argv)
     free(st.procs);
     free(st.wrapbuf);
     free(st.tmpdir_base);
-    if (WIFEXITED(status))
-        rc = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status))
-        rc = 128 + WTERMSIG(status);
-    else
-        rc = 1;
+    rc = cmd_exit_code(status);
     if (rc == 0 && !clean)
         rc = 1;
     return rc;

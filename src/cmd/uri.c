@@ -14,12 +14,14 @@
 #define URI_NESTED_WAIT 60.0
 
 /* The nested instance's URI, as its rank 0 announced it in the job's
- * output; waits while the job is pending or starting. */
-static int nested_uri(const char *arg)
+ * output; waits while the job is pending or starting.  Its local:// URI
+ * if that answers here (and not 'want_tcp'), else its tcp:// one. */
+static int nested_uri(const char *arg, bool want_tcp)
 {
     eddy_jobid_t id = jobid_parse("uri", arg);
     eddy_t *h = cmd_open("uri");
-    char *uri = nested_uri_wait(h, id, URI_NESTED_WAIT, false);
+    char *tcp = NULL;
+    char *uri = nested_uri_wait(h, id, URI_NESTED_WAIT, false, &tcp);
 
     if (!uri) {
         int e = errno;
@@ -33,8 +35,15 @@ static int nested_uri(const char *arg)
                 e == ENOENT ? "no such job" : strerror(e));
     }
     eddy_close(h);
-    printf("%s\n", uri);
+    if (tcp && (want_tcp || !nested_local_ok(uri)))
+        printf("%s\n", tcp);
+    else if (want_tcp)
+        cmd_die("uri", "job %" PRIu64 ": the instance announced no tcp:// URI",
+                id);
+    else
+        printf("%s\n", uri);
     free(uri);
+    free(tcp);
     return 0;
 }
 
@@ -49,13 +58,11 @@ static int uri_run(int argc, char **argv)
         var = "EDDY_TCP_URI";
         argc--;
         argv++;
-        if (argc > 1)
-            cmd_die("uri", "--tcp takes no job ID (see 'eddy uri -h')");
     }
     if (argc > 2)
         cmd_die("uri", "unexpected argument '%s' (see 'eddy uri -h')", argv[2]);
     if (argc == 2)
-        return nested_uri(argv[1]);
+        return nested_uri(argv[1], strcmp(var, "EDDY_TCP_URI") == 0);
     if (!(uri = getenv(var))) {
         if (strcmp(var, "EDDY_TCP_URI") == 0)
             cmd_die("uri", "EDDY_TCP_URI is not set: the instance does not "
@@ -74,7 +81,7 @@ static int uri_run(int argc, char **argv)
 const struct cmd cmd_uri = {
     .name = "uri",
     .summary = "print the URI of this instance or of a nested one",
-    .usage = "Usage: eddy uri [--tcp | ID]\n"
+    .usage = "Usage: eddy uri [--tcp] [ID]\n"
              "\n"
              "Without ID, print the URI of the instance this shell runs in\n"
              "($EDDY_URI), after checking that the instance answers.  With\n"
@@ -82,6 +89,9 @@ const struct cmd cmd_uri = {
              "'eddy start --listen'), after connecting with the token.\n"
              "With ID, print the URI of the nested instance that job ID of\n"
              "this instance is (eddy alloc, eddy batch), waiting for it to\n"
-             "be ready if the job is still starting.\n",
+             "be ready if the job is still starting: its local:// URI if\n"
+             "that socket answers here, else (or with --tcp) its tcp://\n"
+             "URI, which needs the nested instance's token ('eddy proxy\n"
+             "ID' fetches it; docs/alloc.md).\n",
     .run = uri_run,
 };

@@ -698,6 +698,22 @@ static int stop_mode(struct shell *sh, eddy_error_t *err)
     return errprintf(err, "shell option stop: must be fork, exec or init");
 }
 
+/* EDDY_JOB_CORES=IDSET (this node's cores of the job) in 'env', or no
+ * such variable when the slice names no cores. */
+static int task_env_cores(struct shell *sh, char ***env)
+{
+    char *cores;
+    int rc;
+
+    if (idset_count(sh->slice->cores) == 0)
+        return taskenv_unset(*env, "EDDY_JOB_CORES");
+    if (!(cores = idset_encode(sh->slice->cores)))
+        return -1;
+    rc = taskenv_set(env, "EDDY_JOB_CORES", cores);
+    free(cores);
+    return rc;
+}
+
 /* Create and fork one task, held.  -1 with errno and 'err' on failure
  * (nothing forked, or a child the engine already reaped). */
 static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
@@ -730,6 +746,14 @@ static int task_fork(struct shell *sh, struct stask *st, eddy_error_t *err)
      * environment; it wins over one in the job's environment (a job
      * submitted from inside another job) */
     if (tmpdir && taskenv_set(&env, "EDDY_JOB_TMPDIR", tmpdir) < 0) {
+        errprintf(err, "rank %u: environment: %s", st->rank, strerror(errno));
+        taskenv_destroy(env);
+        return -1;
+    }
+    /* the job's core ids on this node, so that a program that schedules
+     * (a nested instance: eddy start --pmi) knows its share; like the
+     * tmpdir it wins over a value inherited from the submitter */
+    if (task_env_cores(sh, &env) < 0) {
         errprintf(err, "rank %u: environment: %s", st->rank, strerror(errno));
         taskenv_destroy(env);
         return -1;
