@@ -6,9 +6,10 @@
  *                 "timeout"?} -> {"sid", "nodes"}: a session for job
  *                 "id" to the job's brokers (or the subset "nodes")
  *                 parent -> child: {"sid", "id", "path", "flags",
- *                 "ranks", "timeout", "shm"?: {"pid", "fd", "cookie"}}
- *                 -> {"shm": bool}: whether the child mapped the
- *                 parent's shared slots (same host only)
+ *                 "ranks", "timeout", "shm"?: {"pid", "fd", "cookie",
+ *                 "host"}} -> {"shm": bool}: whether the child mapped
+ *                 the parent's shared slots (same host only: "host" is
+ *                 the parent's hostname, which must be the child's)
  *   bcast.chunk   {"sid", "offset", "rawlen", "z"} + payload -> {}: one
  *                 chunk; the answer is the sender's credit.  To a child
  *                 that mapped our slots: {..., "slot", "len"} and the
@@ -36,7 +37,11 @@
  * A child on this host reads the chunk bytes from a memfd we share with
  * it (src/common/bcast_shm.h): slot i holds the chunk in window position
  * i, so a slot is free exactly when the window position is, and one
- * memcpy replaces the socket's two copies and its TCP stack.
+ * memcpy replaces the socket's two copies and its TCP stack.  "This
+ * host" means the instance's idea of it, the broker's hostname, and not
+ * merely that /proc/PID/fd/FD opens: brokers in network namespaces of
+ * one machine (tests/integration/netns.bash) share a /proc, yet stand
+ * for hosts whose bytes must cross the (emulated) network.
  *
  * Failures stay local: a node that cannot write (bad path, full disk,
  * checksum mismatch) reports its error in the results and keeps
@@ -615,30 +620,40 @@ static json_t *open_body(struct session *s, struct child *c)
 
     if (body && c->shm &&
         json_object_set_new(body, "shm",
-                            json_pack("{s:i s:i s:s}", "pid",
+                            json_pack("{s:i s:i s:s s:s}", "pid",
                                       (int)bcast_shm_pid(c->shm), "fd",
                                       bcast_shm_fd(c->shm), "cookie",
-                                      bcast_shm_cookie(c->shm))) < 0) {
+                                      bcast_shm_cookie(c->shm), "host",
+                                      broker_hostname(s->ctx->b))) < 0) {
         json_decref(body);
         body = NULL;
     }
     return body;
 }
 
-/* Our parent offered its slots ({"pid", "fd", "cookie"}): map them if we
- * share its host.  Failing is normal on another host; the chunks then
- * come over the socket. */
+/* Our parent offered its slots ({"pid", "fd", "cookie", "host"}): map
+ * them if we share its host.  Failing is normal on another host; the
+ * chunks then come over the socket.  A parent whose hostname is not ours
+ * is on another host even when its fd would open (network namespaces of
+ * one machine): refused before trying. */
 static void session_attach_shm(struct session *s, json_t *shm)
 {
     json_int_t pid, fd;
-    const char *cookie;
+    const char *cookie, *host;
     eddy_error_t err = {{0}};
 
     if (!shm || s->ctx->noshm ||
-        json_unpack(shm, "{s:I s:I s:s}", "pid", &pid, "fd", &fd, "cookie",
-                    &cookie) < 0 ||
+        json_unpack(shm, "{s:I s:I s:s s:s}", "pid", &pid, "fd", &fd, "cookie",
+                    &cookie, "host", &host) < 0 ||
         pid <= 0 || pid > INT32_MAX || fd < 0 || fd > INT32_MAX)
         return;
+    if (strcmp(host, broker_hostname(s->ctx->b)) != 0) {
+        broker_log(s->ctx->b, LOG_LEVEL_DEBUG,
+                   "bcast %" PRIu64 ": chunks over the socket: parent on "
+                   "host %.64s",
+                   s->sid, host);
+        return;
+    }
     if (!(s->shm_in = bcast_shm_attach((pid_t)pid, (int)fd, cookie, &err)))
         broker_log(s->ctx->b, LOG_LEVEL_DEBUG,
                    "bcast %" PRIu64 ": chunks over the socket: %s", s->sid,
