@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "src/common/tcplisten.h"
 #include "src/common/idset.h"
 #include "src/common/topology.h"
 
@@ -263,23 +264,9 @@ static void make_rundir(struct start *st)
  * children.  The children learn the port from their --parent argument. */
 static int bind_loopback(int *port)
 {
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sin);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct in_addr lo = {.s_addr = htonl(INADDR_LOOPBACK)};
 
-    if (fd < 0)
-        return -1;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-        listen(fd, SOMAXCONN) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    *port = ntohs(sin.sin_port);
-    return fd;
+    return tcplisten_any_port(lo, port);
 }
 
 static pid_t spawn_broker(struct start *st,
