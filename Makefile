@@ -60,6 +60,7 @@ bench: build
 	@echo; bench/mpir $(BUILD)
 	@echo; bench/tools $(BUILD)
 	@echo; bench/stack $(BUILD)
+	@echo; bench/alloc $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
