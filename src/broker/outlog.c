@@ -326,3 +326,17 @@ bool outlog_ended(const outlog_t *log)
 {
     return log && log->ended;
 }
+
+uint64_t outlog_kept(const outlog_t *log)
+{
+    return log ? log->kept : 0;
+}
+
+size_t outlog_nattachers(const outlog_t *log)
+{
+    size_t n = 0;
+
+    for (const struct attacher *a = log ? log->attachers : NULL; a; a = a->next)
+        n++;
+    return n;
+}

@@ -108,4 +108,9 @@ void outlog_fail(outlog_t *log, int errnum, const char *text);
 /* True once outlog_end() was called. */
 bool outlog_ended(const outlog_t *log);
 
+/* Bytes kept for later attachers (payload plus record overhead), and how
+ * many attachers the log has now.  0 for NULL. */
+uint64_t outlog_kept(const outlog_t *log);
+size_t outlog_nattachers(const outlog_t *log);
+
 #endif /* !EDDY_BROKER_OUTLOG_H */

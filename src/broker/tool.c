@@ -70,8 +70,9 @@
 #define TOOL_KILL_GRACE_MS 1500
 
 /* Finished launches rank 0 keeps (for attach and list) beyond the live
- * ones; the oldest go first. */
+ * ones, and the output they may hold together; the oldest go first. */
 #define TOOL_FINISHED_MAX 256
+#define TOOL_FINISHED_BYTES (64u << 20)
 
 /* Variables a daemon gets beyond the broker's environment. */
 #define TOOL_ENV_VARS 7
@@ -706,15 +707,34 @@ static void tool_unlink(struct tool_ctx *ctx, struct tool *t)
         ctx->tools_tail = t->prev;
 }
 
-/* Keep at most TOOL_FINISHED_MAX finished launches: drop the oldest. */
-static void tools_trim(struct tool_ctx *ctx)
+/* Bytes the finished launches' logs keep. */
+static uint64_t finished_bytes(const struct tool_ctx *ctx)
+{
+    uint64_t n = 0;
+
+    for (const struct tool *t = ctx->tools; t; t = t->next)
+        if (t->ndone == t->nn)
+            n += outlog_kept(t->log);
+    return n;
+}
+
+/* Keep at most TOOL_FINISHED_MAX finished launches holding at most
+ * TOOL_FINISHED_BYTES of output: drop the oldest.  Never 'busy' (the
+ * launch whose last node just reported, still in use by the caller) nor
+ * one that attachers are still being sent (dropping it would leave them
+ * waiting for an end that never comes). */
+static void tools_trim(struct tool_ctx *ctx, const struct tool *busy)
 {
     struct tool *t = ctx->tools, *next;
+    uint64_t bytes = finished_bytes(ctx);
 
-    for (; t && ctx->nfinished > TOOL_FINISHED_MAX; t = next) {
+    for (; t &&
+           (ctx->nfinished > TOOL_FINISHED_MAX || bytes > TOOL_FINISHED_BYTES);
+         t = next) {
         next = t->next;
-        if (t->ndone < t->nn)
+        if (t == busy || t->ndone < t->nn || outlog_nattachers(t->log) > 0)
             continue;
+        bytes -= outlog_kept(t->log);
         tool_unlink(ctx, t);
         ctx->nfinished--;
         tool_destroy(t);
@@ -793,7 +813,7 @@ static void tnode_done(struct tnode *tn)
     if (++t->ndone == t->nn) {
         outlog_end(t->log);
         t->ctx->nfinished++;
-        tools_trim(t->ctx);
+        tools_trim(t->ctx, t);
     }
 }
 

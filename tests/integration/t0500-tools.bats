@@ -288,3 +288,17 @@ SH
     [ "$(grep -c '^  daemon on .* (node [0-3]): the support note (tasks [0-9:,]*)$' <<<"$output")" -eq 4 ]
     [[ "$output" == *"finished: status 0"* ]]
 }
+
+@test "rank 0 keeps at most 256 finished launches: the oldest are forgotten" {
+    sleeping_job
+    first=$(eddy tool launch -d "$id" -- true)
+    for i in $(seq 270); do
+        eddy tool launch -d "$id" -- true >/dev/null
+    done
+    wait_until 30 no_tools_running "$id"
+    n=$(eddy tool list --json | jq '.tools | length')
+    [ "$n" -le 257 ] # 256 finished, and maybe one still being reported
+    run eddy tool attach "$first"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"tool $first: no such tool launch"* ]]
+}
