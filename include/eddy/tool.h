@@ -138,7 +138,8 @@ eddy_future_t *eddy_tool_kill(eddy_t *h,
  *              "running":"1-3","keep":false,
  *              "exits":[[NODE,STATUS],...],
  *              "failed":[[NODE,ERRNO,"MESSAGE"],...]}, ...]}
- * The last 256 finished launches stay listed (and attachable). */
+ * The last 256 finished launches (at most 64 MiB of output together)
+ * stay listed and attachable. */
 eddy_future_t *eddy_tool_list(eddy_t *h, eddy_jobid_t id);
 
 #ifdef __cplusplus
