@@ -16,6 +16,10 @@
  *            rank 0 puts a new instance key, one fence, then each reads
  *            its parent's address and the key (bootstrap_pmi.c).  Without
  *            --rundir it makes a private one (own_rundir).
+ *            The exchange is written once against struct pmi_backend:
+ *            eddy's own PMI-1 client (linked in), or, under
+ *            `srun --mpi=pmi2`, Slurm's libpmi2.so.0 loaded at run time
+ *            (pmi2.c; EDDY_PMI2_LIBRARY names another file).
  *
  * Lifecycle:
  *  1. bootstrap_create(opts, err) picks the method from the options and
@@ -71,5 +75,28 @@ void bootstrap_abort(const char *why);
 int bootstrap_pmi(struct bootstrap *bs,
                   const struct broker_opts *o,
                   eddy_error_t *err);
+
+/* One PMI client as the "pmi" method sees it.  A process has one PMI
+ * connection, so a backend keeps its state in its own file.
+ *  1. init() connects and gives rank and size (-1 with errno and 'err';
+ *     on failure nothing is left open).
+ *  2. put() each pair, fence() once (collective), get() the others' pairs
+ *     (src_rank: the rank that put it, a hint some servers use).
+ *     These return 0 or the backend's own nonzero error code.
+ *  3. finalize(), or abort() to end the whole job (does not return). */
+struct pmi_backend {
+    const char *name; /* "PMI-1", "PMI-2": for messages */
+    int (*init)(int *rank, int *size, eddy_error_t *err);
+    int (*put)(const char *key, const char *val);
+    int (*fence)(void);
+    int (*get)(int src_rank, const char *key, char *val, int len);
+    void (*finalize)(void);
+    void (*abort)(const char *why);
+};
+
+/* Slurm's PMI-2 through libpmi2.so.0, loaded by the first init() (pmi2.c).
+ * Its init() fails with ENOENT when the library cannot be loaded, ENOSYS
+ * when a symbol is missing, EPROTO when PMI2_Init() fails. */
+extern const struct pmi_backend pmi2_backend;
 
 #endif /* !EDDY_BROKER_BOOTSTRAP_H */

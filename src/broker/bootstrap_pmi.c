@@ -1,19 +1,20 @@
 /* bootstrap_pmi.c - the "pmi" bootstrap method: rank, size, the parent's
- * address and the instance key from a PMI-1 process manager (a parent
- * eddy instance's job shell, or MPICH's Hydra), through src/libpmi.
+ * address and the instance key from a PMI process manager: a parent eddy
+ * instance's job shell or MPICH's Hydra (PMI-1, through src/libpmi), or
+ * Slurm's srun --mpi=pmi2 (PMI-2, through libpmi2.so.0: pmi2.c).
  *
  * Why the key travels in the PMI key-value space: that space is readable
- * only by the processes of the one job that put it there (eddy-shell and
- * Hydra both keep it per job, and the job's processes all run as the one
- * user who owns the instance), so it is as private as the 0600 key file
- * of the other methods, and it needs no shared file system.
+ * only by the processes of the one job that put it there (eddy-shell,
+ * Hydra and slurmstepd all keep it per job, and the job's processes all
+ * run as the one user who owns the instance), so it is as private as the
+ * 0600 key file of the other methods, and it needs no shared file system.
  *
- * Exchange (one fence, whatever the size):
+ * Exchange (one fence, whatever the size), the same over both backends:
  *   every rank with children  binds a TCP socket on an address of its host
  *                             (kernel-chosen port) and puts
  *                             eddy.addr.RANK = "ADDR:PORT"
  *   rank 0                    puts eddy.key = 64 hex digits (libsodium)
- *   all                       barrier, then ranks > 0 get the key and
+ *   all                       fence, then ranks > 0 get the key and
  *                             eddy.addr.PARENT
  */
 #include <arpa/inet.h>
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "eddy/pmi.h"
+#include "src/common/tcplisten.h"
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
 #include "src/common/topology.h"
@@ -60,27 +62,6 @@ static int host_address(const char *hostname, struct in_addr *addr)
     return 0;
 }
 
-/* Bind and listen on 'addr' with a kernel-chosen port. */
-static int listen_any_port(struct in_addr addr, int *port)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr = addr};
-    socklen_t len = sizeof(sin);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -1;
-    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-        listen(fd, SOMAXCONN) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    *port = ntohs(sin.sin_port);
-    return fd;
-}
-
 /* A private run directory when none was given: inside the job's tmpdir
  * under a parent eddy (removed with the job whatever happens to us),
  * else in $TMPDIR. */
@@ -109,24 +90,106 @@ static int make_rundir(struct bootstrap *bs, eddy_error_t *err)
     return 0;
 }
 
+/* The PMI-1 backend: eddy's own client (src/libpmi), linked in.  PMI-1
+ * names the key-value space; PMI-2 has one per job and needs no name. */
+static char pmi1_kvs[PMI_NAME_LEN];
+
+static int pmi1_init(int *rank, int *size, eddy_error_t *err)
+{
+    int spawned, rc;
+
+    if ((rc = PMI_Init(&spawned)) != PMI_SUCCESS) {
+        errno = EPROTO;
+        return errprintf(err, "PMI_Init failed (PMI error %d)", rc);
+    }
+    if ((rc = PMI_Get_rank(rank)) != PMI_SUCCESS ||
+        (rc = PMI_Get_size(size)) != PMI_SUCCESS ||
+        (rc = PMI_KVS_Get_my_name(pmi1_kvs, sizeof(pmi1_kvs))) != PMI_SUCCESS) {
+        PMI_Finalize();
+        errno = EPROTO;
+        return errprintf(err,
+                         "PMI_Get_rank/size/kvs name failed (PMI "
+                         "error %d)",
+                         rc);
+    }
+    return 0;
+}
+
+static int pmi1_put(const char *key, const char *val)
+{
+    return PMI_KVS_Put(pmi1_kvs, key, val);
+}
+
+static int pmi1_fence(void)
+{
+    int rc = PMI_KVS_Commit(pmi1_kvs);
+    return rc != PMI_SUCCESS ? rc : PMI_Barrier();
+}
+
+static int pmi1_get(int src_rank, const char *key, char *val, int len)
+{
+    (void)src_rank;
+    return PMI_KVS_Get(pmi1_kvs, key, val, len);
+}
+
+static void pmi1_finalize(void)
+{
+    PMI_Finalize();
+}
+
+static void pmi1_abort(const char *why)
+{
+    PMI_Abort(1, why);
+}
+
+static const struct pmi_backend pmi1_backend = {
+    .name = "PMI-1",
+    .init = pmi1_init,
+    .put = pmi1_put,
+    .fence = pmi1_fence,
+    .get = pmi1_get,
+    .finalize = pmi1_finalize,
+    .abort = pmi1_abort,
+};
+
+/* srun --mpi=pmi2 serves PMI-2, which a PMI-1 client cannot speak; it
+ * says so with SLURM_MPI_TYPE=pmi2 and adds PMI_JOBID.  eddy-shell always
+ * sets PMI_SPAWNED and Slurm never does, so a SLURM_MPI_TYPE inherited by
+ * a job inside an instance that srun started does not fool a nested
+ * broker into PMI-2. */
+static const struct pmi_backend *pick_backend(void)
+{
+    const char *type = getenv("SLURM_MPI_TYPE");
+
+    if (type && !strcmp(type, "pmi2") && getenv("PMI_JOBID") &&
+        !getenv("PMI_SPAWNED"))
+        return &pmi2_backend;
+    return &pmi1_backend;
+}
+
 /* A failed bootstrap left PMI initialised: bootstrap_abort() ends the job
  * (without that, the other ranks would wait in the fence for us). */
-static bool pmi_left_open;
+static const struct pmi_backend *pmi_left_open;
 
-static int pmi_fail(const char *what, int rc, eddy_error_t *err)
+static int pmi_fail(const struct pmi_backend *pm,
+                    const char *what,
+                    int rc,
+                    eddy_error_t *err)
 {
     errno = EPROTO;
-    return errprintf(err, "PMI bootstrap: %s failed (PMI error %d)", what, rc);
+    return errprintf(err, "%s bootstrap: %s failed (PMI error %d)", pm->name,
+                     what, rc);
 }
 
 int bootstrap_pmi(struct bootstrap *bs,
                   const struct broker_opts *o,
                   eddy_error_t *err)
 {
-    char kvs[PMI_NAME_LEN], key[PMI_KEY_LEN], val[PMI_VAL_LEN];
+    const struct pmi_backend *pm = pick_backend();
+    char key[PMI_KEY_LEN], val[PMI_VAL_LEN];
     char host[256], ip[INET_ADDRSTRLEN];
     struct in_addr addr;
-    int spawned, rank, size, rc, port;
+    int rank, size, rc, port;
     bool inited = false;
 
     bs->method = "pmi";
@@ -144,26 +207,23 @@ int bootstrap_pmi(struct bootstrap *bs,
     }
     if (sodium_init() < 0)
         return errprintf(err, "cannot initialise libsodium");
-    if ((rc = PMI_Init(&spawned)) != PMI_SUCCESS)
-        return pmi_fail("PMI_Init", rc, err);
-    inited = true;
-    if ((rc = PMI_Get_rank(&rank)) != PMI_SUCCESS ||
-        (rc = PMI_Get_size(&size)) != PMI_SUCCESS) {
-        pmi_fail("PMI_Get_rank/size", rc, err);
-        goto error;
+    if (pm->init(&rank, &size, err) < 0) {
+        /* keep the backend's own message, say which bootstrap it was */
+        eddy_error_t inner;
+        if (!err)
+            return -1;
+        inner = *err;
+        return errprintf(err, "%s bootstrap: %s", pm->name, inner.text);
     }
+    inited = true;
     if (size < 1 || (uint32_t)size > IDSET_ID_MAX || rank < 0 || rank >= size) {
         errno = EPROTO;
-        errprintf(err, "PMI bootstrap: rank %d of size %d is out of range",
-                  rank, size);
+        errprintf(err, "%s bootstrap: rank %d of size %d is out of range",
+                  pm->name, rank, size);
         goto error;
     }
     bs->rank = (uint32_t)rank;
     bs->size = (uint32_t)size;
-    if ((rc = PMI_KVS_Get_my_name(kvs, sizeof(kvs))) != PMI_SUCCESS) {
-        pmi_fail("PMI_KVS_Get_my_name", rc, err);
-        goto error;
-    }
     if (gethostname(host, sizeof(host)) < 0) {
         errprintf(err, "gethostname: %s", strerror(errno));
         goto error;
@@ -177,8 +237,8 @@ int bootstrap_pmi(struct bootstrap *bs,
     /* 1. our listen address, if we have children */
     if (topo_nchildren(bs->rank, bs->size, bs->fanout) > 0) {
         host_address(host, &addr);
-        if ((bs->listen_fd = listen_any_port(addr, &port)) < 0) {
-            errprintf(err, "PMI bootstrap: cannot listen on %s: %s",
+        if ((bs->listen_fd = tcplisten_any_port(addr, &port)) < 0) {
+            errprintf(err, "%s bootstrap: cannot listen on %s: %s", pm->name,
                       inet_ntop(AF_INET, &addr, ip, sizeof(ip)) ? ip : "?",
                       strerror(errno));
             goto error;
@@ -187,8 +247,8 @@ int bootstrap_pmi(struct bootstrap *bs,
         inet_ntop(AF_INET, &addr, ip, sizeof(ip));
         snprintf(key, sizeof(key), "eddy.addr.%u", bs->rank);
         snprintf(val, sizeof(val), "%s:%d", ip, port);
-        if ((rc = PMI_KVS_Put(kvs, key, val)) != PMI_SUCCESS) {
-            pmi_fail("PMI_KVS_Put(eddy.addr)", rc, err);
+        if ((rc = pm->put(key, val)) != 0) {
+            pmi_fail(pm, "put(eddy.addr)", rc, err);
             goto error;
         }
     }
@@ -196,24 +256,24 @@ int bootstrap_pmi(struct bootstrap *bs,
     if (bs->rank == 0) {
         randombytes_buf(bs->key, sizeof(bs->key));
         sodium_bin2hex(val, sizeof(val), bs->key, sizeof(bs->key));
-        rc = PMI_KVS_Put(kvs, "eddy.key", val);
+        rc = pm->put("eddy.key", val);
         sodium_memzero(val, sizeof(val));
-        if (rc != PMI_SUCCESS) {
-            pmi_fail("PMI_KVS_Put(eddy.key)", rc, err);
+        if (rc != 0) {
+            pmi_fail(pm, "put(eddy.key)", rc, err);
             goto error;
         }
     }
-    if ((rc = PMI_KVS_Commit(kvs)) != PMI_SUCCESS ||
-        (rc = PMI_Barrier()) != PMI_SUCCESS) {
-        pmi_fail("PMI_Barrier", rc, err);
+    if ((rc = pm->fence()) != 0) {
+        pmi_fail(pm, "fence", rc, err);
         goto error;
     }
     /* 3. the key and our parent's address */
     if (bs->rank > 0) {
+        uint32_t parent = topo_parent(bs->rank, bs->fanout);
         size_t klen = 0;
-        rc = PMI_KVS_Get(kvs, "eddy.key", val, sizeof(val));
-        if (rc != PMI_SUCCESS) {
-            pmi_fail("PMI_KVS_Get(eddy.key)", rc, err);
+        rc = pm->get(0, "eddy.key", val, sizeof(val));
+        if (rc != 0) {
+            pmi_fail(pm, "get(eddy.key)", rc, err);
             goto error;
         }
         if (strlen(val) != 2 * sizeof(bs->key) ||
@@ -222,14 +282,14 @@ int bootstrap_pmi(struct bootstrap *bs,
             klen != sizeof(bs->key)) {
             sodium_memzero(val, sizeof(val));
             errno = EPROTO;
-            errprintf(err, "PMI bootstrap: eddy.key is not 64 hex digits");
+            errprintf(err, "%s bootstrap: eddy.key is not 64 hex digits",
+                      pm->name);
             goto error;
         }
         sodium_memzero(val, sizeof(val));
-        snprintf(key, sizeof(key), "eddy.addr.%u",
-                 topo_parent(bs->rank, bs->fanout));
-        if ((rc = PMI_KVS_Get(kvs, key, val, sizeof(val))) != PMI_SUCCESS) {
-            pmi_fail("PMI_KVS_Get(eddy.addr)", rc, err);
+        snprintf(key, sizeof(key), "eddy.addr.%u", parent);
+        if ((rc = pm->get((int)parent, key, val, sizeof(val))) != 0) {
+            pmi_fail(pm, "get(eddy.addr)", rc, err);
             goto error;
         }
         if (!(bs->parent_addr = strdup(val))) {
@@ -240,24 +300,29 @@ int bootstrap_pmi(struct bootstrap *bs,
     bs->have_key = true;
     /* The PMI connection is not needed any more; say goodbye so that the
      * process manager does not take our later exit for a failure. */
-    PMI_Finalize();
+    pm->finalize();
     inited = false;
+    /* Nor are its variables: jobs in this instance get their own. */
     unsetenv("PMI_FD");
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
     unsetenv("PMI_SPAWNED");
+    unsetenv("PMI_JOBID");
+    unsetenv("SLURM_MPI_TYPE");
     if (!o->rundir && make_rundir(bs, err) < 0)
         goto error;
     return 0;
 error:
-    pmi_left_open = inited;
+    pmi_left_open = inited ? pm : NULL;
     return -1;
 }
 
 void bootstrap_abort(const char *why)
 {
-    if (pmi_left_open) {
-        pmi_left_open = false;
-        PMI_Abort(1, why && *why ? why : "eddy-broker: bootstrap failed");
+    const struct pmi_backend *pm = pmi_left_open;
+
+    if (pm) {
+        pmi_left_open = NULL;
+        pm->abort(why && *why ? why : "eddy-broker: bootstrap failed");
     }
 }
