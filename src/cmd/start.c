@@ -592,6 +592,8 @@ static int run_command(struct start *st, int argc, char **argv)
         unsetenv("PMI_RANK");
         unsetenv("PMI_SIZE");
         unsetenv("PMI_SPAWNED");
+        unsetenv("PMI_JOBID");      /* Slurm's PMI-2 */
+        unsetenv("SLURM_MPI_TYPE"); /* (src/broker/pmi2.c) */
         execvp(cmdv[0], cmdv);
         fprintf(stderr, "eddy start: cannot run %s: %s\n", cmdv[0],
                 strerror(errno));

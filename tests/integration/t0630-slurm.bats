@@ -77,14 +77,18 @@ now_ms() {
 }
 
 @test "alloc inside a Slurm-started instance bootstraps by PMI-1" {
-    # CMD, and so its jobs, still see SLURM_MPI_TYPE=pmi2 and PMI_JOBID;
-    # the nested brokers must take eddy-shell's PMI-1 all the same.
+    # eddy start takes Slurm's PMI-2 variables away from CMD; even when a
+    # job inherits them anyway (set again here), the nested brokers must
+    # take eddy-shell's PMI-1 (PMI_SPAWNED says so).
     run bounded 60 srun --mpi=pmi2 -n 2 eddy start --pmi sh -c '
-        echo "type=$SLURM_MPI_TYPE"
-        eddy alloc -N 2 eddy overlay status; echo "alloc=$?"'
+        echo "type=$SLURM_MPI_TYPE jobid=$PMI_JOBID"
+        SLURM_MPI_TYPE=pmi2 PMI_JOBID=1.0 eddy alloc -N 2 \
+            sh -c "echo inner=\$SLURM_MPI_TYPE; eddy overlay status"
+        echo "alloc=$?"'
     echo "$output"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"type=pmi2"* ]]
+    [[ "$output" == *"type= jobid="* ]]
+    [[ "$output" == *"inner=pmi2"* ]]
     [[ "$output" == *"2 brokers, fanout 2, lost: none"* ]]
     [[ "$output" == *"alloc=0"* ]]
     wait_until 10 slurm_no_jobs
