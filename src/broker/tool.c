@@ -74,6 +74,15 @@
 #define TOOL_FINISHED_MAX 256
 #define TOOL_FINISHED_BYTES (64u << 20)
 
+/* After a daemon exits, how long its pipes may stay open: a descendant
+ * that left its process group (setsid) and kept stdout would otherwise
+ * hold the launch, the job's tmpdir and the broker's shutdown forever. */
+#define TOOL_EOF_GRACE_MS 1000
+
+/* Launches rank 0 runs at once: each keeps up to TOOL_OUTPUT_CAP of
+ * output, so this bounds rank 0's memory (64 x 16 MiB). */
+#define TOOL_LIVE_MAX 64
+
 /* Variables a daemon gets beyond the broker's environment. */
 #define TOOL_ENV_VARS 7
 
@@ -137,6 +146,7 @@ struct daemon {
     bool exited;
     bool finished; /* exit response sent: no longer live */
     bool paused;   /* reads stopped: window full */
+    bool discard;  /* nobody will drain its output: read and drop it */
     size_t unacked;
     int64_t exit_status;
     int term_signal;
@@ -306,6 +316,34 @@ static void daemon_check_done(struct daemon *d)
     shutdown_release_check(ctx);
 }
 
+static void read_stop(struct daemon *d);
+
+/* The daemon exited some time ago and a pipe is still open: whatever
+ * holds it escaped the daemon's process group.  End the streams here. */
+static void on_eof_grace(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    static const char *const names[] = {"stdout", "stderr"};
+    bool *eof[] = {&d->out_eof, &d->err_eof};
+
+    if (!d->ctx || d->finished)
+        return;
+    read_stop(d);
+    for (int i = 0; i < 2; i++) {
+        if (*eof[i])
+            continue;
+        *eof[i] = true;
+        daemon_respond(
+            d, json_pack("{s:s s:s}", "type", "eof", "stream", names[i]), NULL,
+            0, 0);
+    }
+    broker_log(d->ctx->b, LOG_LEVEL_WARNING,
+               "tool: %ju: a process that left the daemon's process group "
+               "still holds its output; not waiting for it",
+               (uintmax_t)d->tool);
+    daemon_check_done(d);
+}
+
 static void on_daemon_exit(uv_process_t *h,
                            int64_t exit_status,
                            int term_signal)
@@ -317,6 +355,12 @@ static void on_daemon_exit(uv_process_t *h,
     d->term_signal = term_signal;
     /* anything left in its group goes with it */
     (void)kill(-h->pid, SIGKILL);
+    if (!d->out_eof || !d->err_eof) {
+        /* what it wrote is still being read (under the window); do not
+         * wait for a descendant that got away */
+        uv_timer_stop(&d->timer);
+        uv_timer_start(&d->timer, on_eof_grace, TOOL_EOF_GRACE_MS, 0);
+    }
     daemon_check_done(d);
 }
 
@@ -372,6 +416,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         daemon_check_done(d);
         return;
     }
+    if (d->discard)
+        return;
     daemon_respond(d,
                    json_pack("{s:s s:s}", "type", "output", "stream", stream),
                    buf->base, (size_t)nread, 0);
@@ -397,6 +443,18 @@ static void daemon_terminate(struct daemon *d)
     daemon_signal(d, SIGTERM);
     if (!uv_is_active((uv_handle_t *)&d->timer))
         uv_timer_start(&d->timer, on_grace, TOOL_KILL_GRACE_MS, 0);
+}
+
+/* Nobody will drain this daemon's output any more (rank 0 is gone, or
+ * the broker is stopping): read and drop it, so that its pipes reach EOF
+ * and it can finish. */
+static void daemon_discard(struct daemon *d)
+{
+    d->discard = true;
+    if (d->paused) {
+        d->paused = false;
+        read_start(d);
+    }
 }
 
 static struct daemon *daemon_lookup(struct tool_ctx *ctx, uint64_t tool)
@@ -503,6 +561,44 @@ static int daemon_spawn(struct daemon *d,
     return 0;
 }
 
+/* A relative cwd must stay under the tmpdir: no ".." component. */
+static bool cwd_escapes(const char *cwd)
+{
+    return cwd && cwd[0] != '/' && relpath_has_dotdot(cwd);
+}
+
+static bool valid_env(const json_t *vars)
+{
+    const char *key;
+    json_t *val;
+
+    if (!vars)
+        return true;
+    if (!json_is_object(vars))
+        return false;
+    json_object_foreach((json_t *)vars, key, val)
+    {
+        if (!*key || strchr(key, '=') || !json_is_string(val))
+            return false;
+    }
+    return true;
+}
+
+static bool valid_cmd(const json_t *cmd)
+{
+    size_t i;
+    json_t *s;
+
+    if (!json_is_array(cmd) || json_array_size(cmd) == 0)
+        return false;
+    json_array_foreach(cmd, i, s)
+    {
+        if (!json_is_string(s) || (i == 0 && !*json_string_value(s)))
+            return false;
+    }
+    return true;
+}
+
 static void spawn_cancel(struct tool_ctx *ctx, broker_req_t *req)
 {
     for (struct daemon *d = ctx->daemons; d; d = d->next) {
@@ -535,8 +631,8 @@ static void spawn_handler(broker_req_t *req, void *arg)
     if (json_unpack(body, "{s:I s:I s:o s?o s?s s:I s:I s?b}", "tool", &tool,
                     "id", &id, "cmd", &cmd, "env", &vars, "cwd", &cwd, "rank",
                     &rank, "size", &size, "keep", &keep) < 0 ||
-        !json_is_array(cmd) || json_array_size(cmd) == 0 ||
-        (vars && !json_is_object(vars)) || !broker_req_is_streaming(req)) {
+        !valid_cmd(cmd) || !valid_env(vars) || cwd_escapes(cwd) ||
+        !broker_req_is_streaming(req)) {
         broker_respond_error(req, EPROTO, "tool.spawn: malformed request");
         return;
     }
@@ -705,6 +801,17 @@ static void tool_unlink(struct tool_ctx *ctx, struct tool *t)
         t->next->prev = t->prev;
     else
         ctx->tools_tail = t->prev;
+}
+
+/* Launches whose daemons have not all exited or failed. */
+static unsigned live_launches(const struct tool_ctx *ctx)
+{
+    unsigned n = 0;
+
+    for (const struct tool *t = ctx->tools; t; t = t->next)
+        if (t->ndone < t->nn)
+            n++;
+    return n;
 }
 
 /* Bytes the finished launches' logs keep. */
@@ -880,44 +987,6 @@ static void on_spawn(broker_rpc_t *rpc, const msg_t *msg, void *arg)
     outlog_pump(t->log);
 }
 
-/* A relative cwd must stay under the tmpdir: no ".." component. */
-static bool cwd_escapes(const char *cwd)
-{
-    return cwd && cwd[0] != '/' && relpath_has_dotdot(cwd);
-}
-
-static bool valid_env(const json_t *vars)
-{
-    const char *key;
-    json_t *val;
-
-    if (!vars)
-        return true;
-    if (!json_is_object(vars))
-        return false;
-    json_object_foreach((json_t *)vars, key, val)
-    {
-        if (!*key || strchr(key, '=') || !json_is_string(val))
-            return false;
-    }
-    return true;
-}
-
-static bool valid_cmd(const json_t *cmd)
-{
-    size_t i;
-    json_t *s;
-
-    if (!json_is_array(cmd) || json_array_size(cmd) == 0)
-        return false;
-    json_array_foreach(cmd, i, s)
-    {
-        if (!json_is_string(s) || (i == 0 && !*json_string_value(s)))
-            return false;
-    }
-    return true;
-}
-
 static void launch_handler(broker_req_t *req, void *arg)
 {
     struct tool_ctx *ctx = arg;
@@ -950,6 +1019,14 @@ static void launch_handler(broker_req_t *req, void *arg)
         broker_respond_error(req, EINVAL,
                              "job %lld: cwd '%s' leaves the job tmpdir ('..')",
                              (long long)id, cwd);
+        return;
+    }
+    if (live_launches(ctx) >= TOOL_LIVE_MAX) {
+        broker_respond_error(req, EAGAIN,
+                             "job %lld: %d tool launches already run "
+                             "(the most the instance keeps output for); "
+                             "kill or wait for one",
+                             (long long)id, TOOL_LIVE_MAX);
         return;
     }
     if (job_manager_job_ranks(broker_service_ctx(ctx->b, "job"), (uint64_t)id,
@@ -1245,6 +1322,7 @@ static void tool_disconnect(void *arg, uint64_t origin)
             broker_log(ctx->b, LOG_LEVEL_WARNING,
                        "tool: %ju: rank 0 link gone: terminating",
                        (uintmax_t)d->tool);
+            daemon_discard(d);
             daemon_terminate(d);
         }
     }
@@ -1255,9 +1333,12 @@ static void tool_shutdown(void *arg)
     struct tool_ctx *ctx = arg;
 
     ctx->shutting_down = true;
-    for (struct daemon *d = ctx->daemons; d; d = d->next)
-        if (!d->finished)
+    for (struct daemon *d = ctx->daemons; d; d = d->next) {
+        if (!d->finished) {
+            daemon_discard(d);
             daemon_terminate(d);
+        }
+    }
     if (live_count(ctx) > 0) {
         ctx->holding = true;
         broker_shutdown_hold(ctx->b);

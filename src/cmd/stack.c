@@ -208,6 +208,7 @@ static stacktree_t *merge_nodes(void)
             cmd_warn(CMD, "rank %" PRIu32 ": malformed tree: %s", n->node,
                      err.text);
             S.status = 1;
+            free(n->data);
             continue;
         }
         if (stacktree_merge(all, t) < 0)
@@ -297,6 +298,12 @@ static int run(int argc, char **argv)
         cmd_die(CMD, "%s", strerror(errno));
     if (eddy_rpc_get(f, NULL) < 0)
         cmd_die(CMD, "tool %" PRIu64 ": %s", tool, eddy_future_error_string(f));
+    /* a tree with a gap in it would decode as garbage, or not at all */
+    if (eddy_tool_attach_dropped(f) > 0)
+        cmd_die(CMD,
+                "tool %" PRIu64 ": the instance dropped %zu bytes of the "
+                "daemons' output (output log cap): no tree to show",
+                tool, eddy_tool_attach_dropped(f));
     eddy_future_destroy(f);
     eddy_close(h);
     tree = merge_nodes();

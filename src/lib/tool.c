@@ -64,9 +64,11 @@ eddy_future_t *eddy_tool_launch(eddy_t *h,
         json_decref(cmd);
         return NULL; /* errno set */
     }
-    if (!(body = json_pack("{s:I s:o}", "id", (json_int_t)id, "cmd", cmd)))
-        goto nomem;
+    /* "o" steals 'cmd', also when json_pack() fails */
+    body = json_pack("{s:I s:o}", "id", (json_int_t)id, "cmd", cmd);
     cmd = NULL;
+    if (!body)
+        goto nomem;
     if ((env && json_object_set_new(body, "env", env) < 0) ||
         (opts && opts->cwd &&
          json_object_set_new(body, "cwd", json_string(opts->cwd)) < 0) ||

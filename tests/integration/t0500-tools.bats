@@ -302,3 +302,39 @@ SH
     [ "$status" -ne 0 ]
     [[ "$output" == *"tool $first: no such tool launch"* ]]
 }
+
+@test "a daemon whose child escaped its process group (setsid) still finishes; the job's end still removes the tmpdir" {
+    sleeping_job
+    s=$(unique_seconds)
+    run bounded 30 eddy tool launch -r 1 "$id" -- sh -c "setsid sleep $s & echo hi"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" = "1: hi" ]
+    dir=$(eddy job tmpdir --json "$id" | jq -r '.nodes[] | select(.rank == 1) | .path')
+    eddy job cancel "$id"
+    wait_until 30 ended "$id"
+    wait_until 10 test ! -e "$dir"
+    pkill -f "sleep $s" || true
+}
+
+@test "a malformed tool.spawn from a client is refused, the broker lives on" {
+    sleeping_job
+    run bounded 20 eddy-test-client rpc tool.spawn 1 \
+        "{\"tool\":99,\"id\":$id,\"cmd\":[5],\"rank\":0,\"size\":1}"
+    echo "$output"
+    [[ "$output" == *"error 71: tool.spawn: malformed request"* ]]
+    run bounded 20 eddy-test-client rpc tool.spawn 1 \
+        "{\"tool\":99,\"id\":$id,\"cmd\":[\"true\"],\"cwd\":\"../..\",\"rank\":0,\"size\":1}"
+    [[ "$output" == *"error 71: tool.spawn: malformed request"* ]]
+    bounded 20 eddy ping -c 1 1
+}
+
+@test "at most 64 launches run at once: the next is refused with a reason" {
+    sleeping_job
+    for i in $(seq 64); do
+        eddy tool launch -d -r 0 "$id" -- sleep 300 >/dev/null
+    done
+    run eddy tool launch -d -r 0 "$id" -- true
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"64 tool launches already run"* ]]
+}

@@ -10,6 +10,10 @@
  *   test-client cancel RANK S   run `sleep S` on RANK with exec.run, cancel,
  *                               print how the stream ended
  *   test-client deadlock        a blocking get inside a continuation
+ *   test-client rpc TOPIC RANK JSON
+ *                               one streaming request as a (misbehaving)
+ *                               client may send it: print each response
+ *                               body, then "end" or "error ERRNO: TEXT"
  */
 #include <errno.h>
 #include <poll.h>
@@ -212,8 +216,39 @@ static int deadlock(void)
     return 0;
 }
 
+/* One streaming request, any topic and body: what a client that skips
+ * libeddy's checks could send.  Exit 0 whatever the answer. */
+static int raw_rpc(const char *topic, uint32_t rank, const char *json)
+{
+    eddy_t *h = open_or_die();
+    eddy_future_t *f =
+        eddy_rpc(h, topic, rank, EDDY_RPC_STREAMING, json, NULL, 0);
+    const char *body;
+
+    if (!f)
+        die_future("rpc", NULL);
+    for (;;) {
+        if (eddy_future_wait_for(f, 10.0) < 0)
+            die_future("rpc wait", f);
+        if (eddy_rpc_get(f, &body) < 0) {
+            if (errno == ENODATA)
+                printf("end\n");
+            else
+                printf("error %d: %s\n", errno, eddy_future_error_string(f));
+            break;
+        }
+        printf("%s\n", body);
+        eddy_future_reset(f);
+    }
+    eddy_future_destroy(f);
+    eddy_close(h);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && !strcmp(argv[1], "rpc"))
+        return raw_rpc(argv[2], (uint32_t)atoi(argv[3]), argv[4]);
     if (argc >= 3 && !strcmp(argv[1], "events"))
         return events(atoi(argv[2]));
     if (argc >= 4 && !strcmp(argv[1], "pollfd"))
