@@ -43,6 +43,7 @@ enum {
     OPT_TMPDIR_BASE,
     OPT_BOOTSTRAP,
     OPT_CLIENT_LISTEN,
+    OPT_TOKEN_FILE,
     OPT_HELP,
 };
 
@@ -67,6 +68,7 @@ static const struct option longopts[] = {
     {"tmpdir-base", required_argument, NULL, OPT_TMPDIR_BASE},
     {"bootstrap", required_argument, NULL, OPT_BOOTSTRAP},
     {"client-listen", required_argument, NULL, OPT_CLIENT_LISTEN},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -79,6 +81,7 @@ static const char usage[] =
     "                   [--log-level=N] [--hostname=NAME] [--cores=N]\n"
     "                   [--job-output-cap=BYTES] [--job-kill-grace=SECONDS]\n"
     "                   [--tmpdir-base=DIR] [--client-listen=ADDR:PORT]\n"
+    "                   [--token-file=PATH]\n"
     "   or: eddy-broker [--bootstrap=pmi] [--rundir=DIR] [OPTIONS]\n"
     "Normally started by 'eddy start'.  Under a PMI-1 process manager\n"
     "(PMI_FD set: 'mpiexec -n 4 eddy-broker', a parent eddy instance) the\n"
@@ -229,6 +232,9 @@ int broker_parse_args(int argc, char **argv, struct broker_opts *o)
             break;
         case OPT_CLIENT_LISTEN:
             o->client_listen = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            o->token_file = optarg;
             break;
         case OPT_BOOTSTRAP:
             if (strcmp(optarg, "pmi") != 0) {

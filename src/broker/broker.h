@@ -35,6 +35,8 @@
  *                    cancelled (default BROKER_JOB_KILL_GRACE)
  *   --client-listen  rank 0 only: accept tcp://ADDR:PORT clients that
  *                    hold the instance token (tcp_client.c, docs/remote.md)
+ *   --token-file     where --client-listen writes the token (default:
+ *                    $XDG_RUNTIME_DIR/eddy/... or ~/.local/state/eddy/...)
  *   --tmpdir-base    an absolute path: where job-exec makes each job's
  *                    tmpdir on this node (default $TMPDIR if absolute,
  *                    else /tmp); not checked at startup: a base that does
@@ -151,6 +153,8 @@ struct broker_opts {
     const char *bootstrap;   /* "pmi", or NULL: args or hosts */
     /* rank 0: tcp:// clients on ADDR:PORT (tcp_client.c) */
     const char *client_listen;
+    /* where rank 0 writes their token (NULL: the default places) */
+    const char *token_file;
 };
 
 enum conn_kind {

@@ -12,6 +12,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <sodium.h>
@@ -55,6 +56,8 @@ struct tcp_client {
     char token_path[TOKEN_PATH_MAX];
     char *uri_path; /* RUNDIR/tcp-uri */
     bool token_written;
+    dev_t token_dev; /* the file we wrote: removed at stop only if it is */
+    ino_t token_ino; /* still there, not another instance's */
     bool uri_written;
     unsigned char token[TOKEN_SIZE];
 };
@@ -511,6 +514,7 @@ struct tcp_client *tcp_client_start(broker_t *b,
 {
     struct tcp_client *t;
     struct tcp_uri u;
+    struct stat st;
     char host[TOKEN_HOST_MAX + 1];
     int port = 0;
     bool v6;
@@ -529,10 +533,14 @@ struct tcp_client *tcp_client_start(broker_t *b,
     snprintf(t->uri, sizeof(t->uri), "tcp://%s%s%s:%d", v6 ? "[" : "", host,
              v6 ? "]" : "", port);
     if (tcp_uri_parse(t->uri, &u, err) < 0 ||
-        token_create(&u, t->token, t->token_path, sizeof(t->token_path), err) <
-            0)
+        token_create(&u, b->opts.token_file, t->token, t->token_path,
+                     sizeof(t->token_path), err) < 0)
         goto error;
     t->token_written = true;
+    if (stat(t->token_path, &st) == 0) {
+        t->token_dev = st.st_dev;
+        t->token_ino = st.st_ino;
+    }
     if (write_uri_file(t, err) < 0)
         goto error;
     if (!(t->timer = malloc(sizeof(*t->timer)))) {
@@ -568,7 +576,11 @@ void tcp_client_stop(struct tcp_client *t)
     while (t->pending)
         pending_close(t->pending);
     if (t->token_written) {
-        unlink(t->token_path);
+        struct stat st;
+
+        if (stat(t->token_path, &st) == 0 && st.st_dev == t->token_dev &&
+            st.st_ino == t->token_ino)
+            unlink(t->token_path);
         t->token_written = false;
     }
     if (t->uri_written) {

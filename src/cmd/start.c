@@ -90,6 +90,9 @@ static const char *const usage_text =
     "                        gets it as EDDY_TCP_URI (docs/remote.md);\n"
     "                        --listen=auto: this host's address (as the\n"
     "                        PMI bootstrap picks it), any free port\n"
+    "      --token-file=PATH with --listen: write the token there (its\n"
+    "                        directory must exist) instead of under\n"
+    "                        $XDG_RUNTIME_DIR/eddy or ~/.local/state/eddy\n"
     "  -v, --verbose         say how long startup and shutdown took\n";
 
 /* How long brokers get to exit after a shutdown request, before SIGKILL. */
@@ -125,6 +128,7 @@ struct start {
     bool pmi;       /* one task of a PMI job: the broker bootstraps by PMI */
     bool print_uri; /* say EDDY_URI=URI on stderr once ready */
     const char *listen;   /* --listen: rank 0's address for tcp:// clients */
+    char *token_file;     /* --token-file: where rank 0 writes their token */
     char listen_auto[64]; /* --listen=auto resolved: "IPV4:0" */
     char broker_path[PATH_MAX + 16];
     struct broker_proc *procs;
@@ -280,6 +284,7 @@ static pid_t spawn_broker(struct start *st,
     char a_rank[32], a_size[32], a_fanout[32], a_rundir[PATH_MAX + 16];
     char a_parent[64], a_key[PATH_MAX + 16], a_hosts[PATH_MAX + 16];
     char a_cores[32], a_tmpdir[PATH_MAX + 32], a_listen[300];
+    char a_token[PATH_MAX + 16];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int ac = 0;
@@ -327,6 +332,11 @@ static pid_t spawn_broker(struct start *st,
     if (st->listen && rank == 0) {
         snprintf(a_listen, sizeof(a_listen), "--client-listen=%s", st->listen);
         argv[ac++] = a_listen;
+        if (st->token_file) {
+            snprintf(a_token, sizeof(a_token), "--token-file=%s",
+                     st->token_file);
+            argv[ac++] = a_token;
+        }
     }
     for (int i = 0; i < st->nbroker_opts; i++)
         argv[ac++] = (char *)st->broker_opts[i];
@@ -735,7 +745,8 @@ static void parse_args(struct start *st, int argc, char **argv)
         OPT_SHELL_PLUGIN_DIR,
         OPT_PMI,
         OPT_PRINT_URI,
-        OPT_LISTEN
+        OPT_LISTEN,
+        OPT_TOKEN_FILE
     };
     static const struct option opts[] = {
         {"test-size", required_argument, NULL, 's'},
@@ -755,6 +766,7 @@ static void parse_args(struct start *st, int argc, char **argv)
         {"pmi", no_argument, NULL, OPT_PMI},
         {"print-uri", no_argument, NULL, OPT_PRINT_URI},
         {"listen", required_argument, NULL, OPT_LISTEN},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
         {NULL, 0, NULL, 0},
     };
     bool have_rank = false, have_size = false;
@@ -824,6 +836,13 @@ static void parse_args(struct start *st, int argc, char **argv)
             if (strlen(optarg) > 260)
                 cmd_die("start", "--listen address too long");
             st->listen = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            if (optarg[0] != '/' || strlen(optarg) >= PATH_MAX)
+                cmd_die("start", "--token-file: an absolute path, please");
+            free(st->token_file);
+            if (!(st->token_file = strdup(optarg)))
+                cmd_die("start", "out of memory");
             break;
         default:
             fputs(usage_text, stderr);
@@ -908,6 +927,10 @@ static void pmi_inherit(struct start *st)
     }
     if (st->listen && st->rank == 0) {
         snprintf(path, sizeof(path), "%s/token", st->rundir);
+        free(st->token_file);
+        if (!(st->token_file = strdup(path)))
+            cmd_die("start", "out of memory");
+        /* for CMD, a client of this instance */
         if (setenv("EDDY_TOKEN_FILE", path, 1) < 0)
             cmd_die("start", "setenv: %s", strerror(errno));
     }
@@ -1050,6 +1073,7 @@ static int start_run(int argc, char **argv)
     free(st.procs);
     free(st.wrapbuf);
     free(st.tmpdir_base);
+    free(st.token_file);
     rc = cmd_exit_code(status);
     if (rc == 0 && !clean)
         rc = 1;

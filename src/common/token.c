@@ -330,6 +330,7 @@ static int write_file(const char *path,
 }
 
 int token_create(const struct tcp_uri *u,
+                 const char *file,
                  unsigned char token[TOKEN_SIZE],
                  char *path,
                  size_t size,
@@ -337,7 +338,10 @@ int token_create(const struct tcp_uri *u,
 {
     char paths[TOKEN_PATHS_MAX][TOKEN_PATH_MAX];
     unsigned char tok[TOKEN_SIZE];
-    const char *env = env_token_file();
+    /* not $EDDY_TOKEN_FILE: that names where a client looks, and an
+     * instance started from inside another one's proxy would replace
+     * that one's token (and remove it at exit) */
+    const char *env = file && *file ? file : NULL;
     eddy_error_t e1 = {{0}};
     int n;
 
@@ -350,14 +354,13 @@ int token_create(const struct tcp_uri *u,
         n = 1;
         if (strlen(env) >= TOKEN_PATH_MAX) {
             errno = ENAMETOOLONG;
-            return errprintf(err, "EDDY_TOKEN_FILE is too long");
+            return errprintf(err, "token file path %s is too long", env);
         }
         snprintf(paths[0], TOKEN_PATH_MAX, "%s", env);
     } else if ((n = token_default_paths(u, paths)) == 0) {
         errno = ENOENT;
         return errprintf(err, "nowhere to write the token: neither "
-                              "XDG_RUNTIME_DIR nor HOME is set (set "
-                              "EDDY_TOKEN_FILE)");
+                              "XDG_RUNTIME_DIR nor HOME is set");
     }
     for (int i = 0; i < n; i++) {
         if (strlen(paths[i]) >= size) {

@@ -80,11 +80,13 @@ int token_read(const char *path,
                unsigned char token[TOKEN_SIZE],
                eddy_error_t *err);
 
-/* Make a random token and write it for 'u' at $EDDY_TOKEN_FILE or the
- * first default path whose directory can be made (mode 0700), atomically
- * (temp file, mode 0600, then rename).  The path used goes to 'path'.
- * -1 with errno and 'err'. */
+/* Make a random token and write it for 'u' at 'file' (may be NULL; its
+ * directory must exist) or else the first default path whose directory
+ * can be made (mode 0700), atomically (temp file, mode 0600, then
+ * rename).  $EDDY_TOKEN_FILE is not used here: it tells clients where to
+ * look.  The path used goes to 'path'.  -1 with errno and 'err'. */
 int token_create(const struct tcp_uri *u,
+                 const char *file,
                  unsigned char token[TOKEN_SIZE],
                  char *path,
                  size_t size,

@@ -280,3 +280,19 @@ tcp() {
     [ "$status" -eq 1 ]
     [[ "$output" == *"job: 42"* ]]
 }
+
+@test "an instance started where EDDY_TOKEN_FILE points at another's token leaves that token alone" {
+    cp "$TOKEN" "$T/mine"
+    chmod 600 "$T/mine"
+    run bounded 30 env EDDY_TOKEN_FILE="$T/mine" \
+        eddy start --test-size=1 --listen=127.0.0.1:0 sh -c 'cmp "$0" "$1" && echo same' "$T/mine" "$TOKEN"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *same* ]]
+    cmp "$T/mine" "$TOKEN"
+    # --token-file is where it goes when asked; removed at shutdown
+    run bounded 30 eddy start --test-size=1 --listen=127.0.0.1:0 \
+        --token-file="$T/asked" sh -c 'test -s "$0" && echo written' "$T/asked"
+    [[ "$output" == *written* ]]
+    [ ! -e "$T/asked" ]
+}

@@ -108,7 +108,10 @@ static void test_create_find_read(void **state)
     assert_int_equal(errno, ENOENT);
     assert_non_null(strstr(err.text, "no token for instance "
                                      "tcp://127.0.0.1:4242 at "));
-    assert_int_equal(token_create(&u, tok, path, sizeof(path), &err), 0);
+    /* $EDDY_TOKEN_FILE is for clients: the writer does not use it */
+    setenv("EDDY_TOKEN_FILE", "/nonexistent/dir/tok", 1);
+    assert_int_equal(token_create(&u, NULL, tok, path, sizeof(path), &err), 0);
+    unsetenv("EDDY_TOKEN_FILE");
     snprintf(want, sizeof(want), "%s/eddy/tcp-127.0.0.1-4242.token", dir);
     assert_string_equal(path, want);
     assert_int_equal(stat(path, &st), 0);
