@@ -88,6 +88,7 @@ static int alloc_run(int argc, char **argv)
         cmd_die("alloc", "job %" PRIu64 ": %s", id,
                 e == ESRCH       ? "ended before its instance was ready"
                 : e == ETIMEDOUT ? "instance not ready in time (cancelled)"
+                : e == EINTR     ? "interrupted while it started (cancelled)"
                                  : strerror(e));
     }
     /* 3. how to reach it from here: local://, else tcp:// and the token */

@@ -19,6 +19,10 @@
 #include "nested.h"
 #include "src/common/token.h"
 
+/* got_term: the last SIGTERM/SIGHUP/SIGINT caught; pending: not yet
+ * passed on to the command of nested_run(). */
+static volatile sig_atomic_t got_term, pending;
+
 /* The announcements eddy start --print-uri writes on rank 0's stderr, the
  * tcp:// one first. */
 #define NESTED_URI_PREFIX "EDDY_URI="
@@ -307,6 +311,10 @@ char *nested_uri_wait(
         }
         if (timeout > 0 && cmd_now() > deadline) {
             errnum = ETIMEDOUT;
+            break;
+        }
+        if (got_term) {
+            errnum = EINTR;
             break;
         }
         (void)eddy_future_wait_for(f, 0.01);
@@ -645,22 +653,22 @@ void nested_conn_release(struct nested_conn *c)
     errno = saved;
 }
 
-/* got_term: the last SIGTERM/SIGHUP caught; pending: not yet passed on
- * to the command of nested_run(). */
-static volatile sig_atomic_t got_term, pending;
-
 static void on_term(int sig)
 {
     got_term = sig;
     pending = sig;
 }
 
+/* SIGINT too: a Ctrl-C while the allocation starts must cancel it, not
+ * leave it running with nobody to end it (nested_run() ignores SIGINT
+ * while the command runs: the command gets it from the terminal). */
 void nested_catch_signals(void)
 {
     struct sigaction sa = {.sa_handler = on_term};
 
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
 }
 
 int nested_got_signal(void)
@@ -691,6 +699,10 @@ int nested_run(const char *cmd, const char *uri, int argc, char **argv)
         fprintf(stderr, "eddy %s: cannot run %s: %s\n", cmd, cmdv[0],
                 strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
+    }
+    if (pending) { /* caught before the command existed */
+        kill(pid, pending);
+        pending = 0;
     }
     for (;;) {
         w = waitpid(pid, &status, 0);

@@ -61,14 +61,18 @@ static int proxy_run(int argc, char **argv)
         cmd_die("proxy", "job %" PRIu64 ": %s", id,
                 errno == ESRCH    ? "not a running nested instance"
                 : errno == ENOENT ? "no such job"
+                : errno == EINTR  ? "interrupted"
                                   : strerror(errno));
     if (nested_connect("proxy", h, id, uri, tcp, want_tcp, &conn) < 0)
         return 1;
     eddy_close(h);
     free(uri);
     free(tcp);
-    /* Wait for CMD rather than exec it, to remove the token copy after. */
-    status = nested_run("proxy", conn.uri, argc - arg, argv + arg);
+    /* Wait for CMD rather than exec it, to remove the token copy after;
+     * a signal while we connected means no CMD at all. */
+    status = nested_got_signal()
+                 ? (128 + nested_got_signal()) << 8
+                 : nested_run("proxy", conn.uri, argc - arg, argv + arg);
     nested_conn_release(&conn);
     rc = cmd_exit_code(status);
     return rc;

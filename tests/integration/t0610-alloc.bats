@@ -277,3 +277,25 @@ batch_waiting() {
     [[ "$output" == *five-ok* ]]
     stop_instance
 }
+
+@test "Ctrl-C (SIGINT) or SIGTERM while an allocation waits to start cancels it" {
+    start_instance 1
+    for sig in INT TERM; do
+        blocker=$(eddy submit -N 1 --exclusive sleep 600)
+        wait_until 20 bash -c "eddy job info --json $blocker | jq -e '.state == \"RUN\"' >/dev/null"
+        eddy alloc -N 1 true >"$BATS_TEST_TMPDIR/out" 2>&1 &
+        pid=$!
+        wait_until 20 bash -c "eddy jobs | awk 'NR > 1 && \$2 == \"SCHED\"' | grep -q ."
+        queued=$(eddy jobs | awk 'NR > 1 && $2 == "SCHED" { print $1 }')
+        kill -"$sig" "$pid"
+        rc=0
+        wait "$pid" || rc=$?
+        cat "$BATS_TEST_TMPDIR/out"
+        [ "$rc" -ne 0 ]
+        grep -q "job $queued: interrupted while it started (cancelled)" "$BATS_TEST_TMPDIR/out"
+        wait_until 20 bash -c "eddy job info --json $queued | jq -e '.state == \"INACTIVE\"' >/dev/null"
+        eddy job cancel "$blocker"
+        bounded 30 eddy job wait "$blocker" || true
+    done
+    stop_instance
+}
