@@ -338,11 +338,22 @@ static void accept_cb(uv_stream_t *server, int status)
         return;
     }
     if (t->npending >= BROKER_INBOUND_MAX) {
-        broker_log(b, LOG_LEVEL_WARNING,
-                   "refused a tcp client: %d others are authenticating",
-                   BROKER_INBOUND_MAX);
-        uv_close((uv_handle_t *)tcp, (uv_close_cb)free);
-        return;
+        /* Make room by refusing the oldest one still to answer: whoever
+         * fills the table with silent connections cannot keep the owner
+         * out, since a real client answers within a round trip while a
+         * silent one waits to be evicted. */
+        struct pending *old = NULL;
+
+        for (struct pending *q = t->pending; q; q = q->next)
+            if (q->state == PENDING_AUTH)
+                old = q; /* the list is newest first */
+        if (!old) {
+            uv_close((uv_handle_t *)tcp, (uv_close_cb)free);
+            return;
+        }
+        refuse(old, EBUSY, LOG_LEVEL_DEBUG,
+               "%d clients were authenticating at once: the oldest goes",
+               BROKER_INBOUND_MAX);
     }
     if (!(p = calloc(1, sizeof(*p))) ||
         !(p->dec = msg_decoder_create(BROKER_AUTH_FRAME_MAX))) {

@@ -296,3 +296,22 @@ tcp() {
     [[ "$output" == *written* ]]
     [ ! -e "$T/asked" ]
 }
+
+@test "64 silent connections cannot keep the owner out: the oldest are evicted" {
+    # hold 70 connections that never answer, for 4 s, while we connect
+    python3 - "$PORT" <<'PY' &
+import socket, sys, time
+socks = []
+for _ in range(70):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.send(b"\xed")  # the first byte of a frame, then nothing
+    socks.append(s)
+time.sleep(4)
+PY
+    holder=$!
+    sleep 1
+    run bounded 10 tcp eddy ping -c 1 0
+    echo "$output"
+    [ "$status" -eq 0 ]
+    wait "$holder"
+}
