@@ -47,21 +47,6 @@
 _Static_assert(sizeof(((struct bootstrap *)0)->key) == BROKER_KEY_SIZE,
                "the bootstrap's key is the broker's");
 
-/* The first IPv4 address our host name resolves to, else loopback (one
- * host: a laptop, a test). */
-static int host_address(const char *hostname, struct in_addr *addr)
-{
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-
-    addr->s_addr = htonl(INADDR_LOOPBACK);
-    if (getaddrinfo(hostname, NULL, &hints, &res) == 0 && res) {
-        *addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-        freeaddrinfo(res);
-    }
-    return 0;
-}
-
 /* A private run directory when none was given: inside the job's tmpdir
  * under a parent eddy (removed with the job whatever happens to us),
  * else in $TMPDIR. */
@@ -236,7 +221,7 @@ int bootstrap_pmi(struct bootstrap *bs,
 
     /* 1. our listen address, if we have children */
     if (topo_nchildren(bs->rank, bs->size, bs->fanout) > 0) {
-        host_address(host, &addr);
+        addr = tcplisten_host_address(host);
         if ((bs->listen_fd = tcplisten_any_port(addr, &port)) < 0) {
             errprintf(err, "%s bootstrap: cannot listen on %s: %s", pm->name,
                       inet_ntop(AF_INET, &addr, ip, sizeof(ip)) ? ip : "?",

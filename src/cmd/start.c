@@ -881,16 +881,13 @@ static void parse_args(struct start *st, int argc, char **argv)
  * overlay, so whoever reaches the nested brokers reaches this too. */
 static void resolve_listen_auto(struct start *st)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-    struct in_addr addr = {.s_addr = htonl(INADDR_LOOPBACK)};
+    struct in_addr addr;
     char host[256], ip[INET_ADDRSTRLEN];
 
-    if (gethostname(host, sizeof(host)) == 0 &&
-        getaddrinfo(host, NULL, &hints, &res) == 0 && res)
-        addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-    if (res)
-        freeaddrinfo(res);
+    if (gethostname(host, sizeof(host)) < 0)
+        host[0] = '\0';
+    host[sizeof(host) - 1] = '\0';
+    addr = tcplisten_host_address(host[0] ? host : NULL);
     if (!inet_ntop(AF_INET, &addr, ip, sizeof(ip)))
         cmd_die("start", "--listen=auto: inet_ntop: %s", strerror(errno));
     snprintf(st->listen_auto, sizeof(st->listen_auto), "%s:0", ip);

@@ -15,4 +15,10 @@
  * (socket(), bind(), listen()'s). */
 int tcplisten_any_port(struct in_addr addr, int *port);
 
+/* The IPv4 address other hosts reach this one at: the first address
+ * 'hostname' resolves to that is not loopback (Debian maps the host name
+ * to 127.0.1.1 in /etc/hosts), else the first address of an interface
+ * that is up and not loopback, else 127.0.0.1 (a machine alone). */
+struct in_addr tcplisten_host_address(const char *hostname);
+
 #endif /* !EDDY_COMMON_TCPLISTEN_H */
