@@ -561,10 +561,13 @@ static int write_token(const char *path, const unsigned char token[TOKEN_SIZE])
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
+    errno = 0; /* a short write sets none */
     n = write(fd, hex, 2 * TOKEN_SIZE + 1);
     sodium_memzero(hex, sizeof(hex));
-    if (n != 2 * TOKEN_SIZE + 1 || close(fd) < 0) {
-        saved = errno ? errno : EIO;
+    saved = n != 2 * TOKEN_SIZE + 1 ? (errno ? errno : EIO) : 0;
+    if (close(fd) < 0 && !saved)
+        saved = errno;
+    if (saved) {
         unlink(path);
         errno = saved;
         return -1;

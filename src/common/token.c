@@ -309,16 +309,20 @@ static int write_file(const char *path,
                          strerror(errno));
     sodium_bin2hex(hex, sizeof(hex), token, TOKEN_SIZE);
     hex[2 * TOKEN_SIZE] = '\n';
-    if (write(fd, hex, 2 * TOKEN_SIZE + 1) != 2 * TOKEN_SIZE + 1 ||
-        fchmod(fd, 0600) < 0 || close(fd) < 0) {
-        e = errno ? errno : EIO;
+    errno = 0; /* a short write sets none */
+    e = write(fd, hex, 2 * TOKEN_SIZE + 1) != 2 * TOKEN_SIZE + 1 ||
+                fchmod(fd, 0600) < 0
+            ? (errno ? errno : EIO)
+            : 0;
+    if (close(fd) < 0 && !e)
+        e = errno;
+    sodium_memzero(hex, sizeof(hex));
+    if (e) {
         unlink(tmp);
-        sodium_memzero(hex, sizeof(hex));
         errno = e;
         return errprintf(err, "cannot write token file %s: %s", path,
                          strerror(e));
     }
-    sodium_memzero(hex, sizeof(hex));
     if (rename(tmp, path) < 0) {
         e = errno;
         unlink(tmp);

@@ -241,6 +241,18 @@ static void recv_greeting(eddy_t *h, const msg_t *msg)
     }
     if (msg->errnum != 0) {
         const char *errstr = msg_errstr(msg);
+        char safe[256];
+
+        /* over tcp:// the peer has not proven anything yet: its text goes
+         * to a terminal, so no control characters */
+        if (errstr) {
+            size_t i;
+            snprintf(safe, sizeof(safe), "%s", errstr);
+            for (i = 0; safe[i]; i++)
+                if ((unsigned char)safe[i] < 0x20 || safe[i] == 0x7f)
+                    safe[i] = '?';
+            errstr = safe;
+        }
         set_open_error(h, (int)msg->errnum,
                        "connection refused by broker: %s%s%s%s",
                        errstr ? errstr : strerror((int)msg->errnum),
