@@ -426,7 +426,7 @@ int sampler_gdb(struct sample *s, size_t n, const struct sampler_opts *opts)
     struct gdb_run g = {.opts = opts, .pid = -1, .fd = -1};
     bool *skip = NULL;
     char *was = NULL;
-    size_t i, todo = 0;
+    size_t i, alive = 0;
 
     if ((!s && n > 0) || !opts) {
         errno = EINVAL;
@@ -450,9 +450,9 @@ int sampler_gdb(struct sample *s, size_t n, const struct sampler_opts *opts)
             continue;
         }
         was[i] = sampler_proc_state(s[i].pid);
-        todo++;
+        alive++;
     }
-    if (todo == 0)
+    if (alive == 0)
         goto done;
     if (build_argv(&g, s, n, skip) < 0 || build_envp(&g) < 0) {
         fail_all(s, n, skip, ENOMEM);
