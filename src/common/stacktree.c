@@ -95,24 +95,44 @@ static bool rset_test(const struct rset *s, uint32_t id)
     return i < s->n && s->r[i].lo <= id;
 }
 
-/* Room for 'need' ranges; no reader can tell. */
-static int rset_reserve(struct rset *s, uint32_t need)
+/* Grow the array '*p' of '*cap' elements of 'size' bytes to hold at
+ * least 'need', doubling.  -1 with errno ENOMEM (the array is kept).
+ * The one growth rule for every array here. */
+static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    struct run *nr;
-    uint32_t cap;
+    size_t c;
+    void *np;
 
-    if (need <= s->cap)
+    if (need <= *cap)
         return 0;
-    cap = s->cap ? s->cap : 2;
-    while (cap < need)
-        cap = cap > UINT32_MAX / 2 ? need : cap * 2;
-    if (!(nr = realloc(s->r, cap * sizeof(*nr)))) {
+    c = *cap ? *cap : 4;
+    while (c < need)
+        c = c > SIZE_MAX / 2 / size ? need : c * 2;
+    if (c > SIZE_MAX / size || !(np = realloc(*p, c * size))) {
         errno = ENOMEM;
         return -1;
     }
-    s->r = nr;
-    s->cap = cap;
+    *p = np;
+    *cap = c;
     return 0;
+}
+
+/* grow() for the arrays the tree keeps, whose counts are 32-bit (node
+ * and range counts are bounded far below UINT32_MAX). */
+static int grow32(void **p, uint32_t *cap, uint32_t need, size_t size)
+{
+    size_t c = *cap;
+
+    if (grow(p, &c, need, size) < 0)
+        return -1;
+    *cap = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+    return 0;
+}
+
+/* Room for 'need' ranges; no reader can tell. */
+static int rset_reserve(struct rset *s, uint32_t need)
+{
+    return grow32((void **)&s->r, &s->cap, need, sizeof(*s->r));
 }
 
 /* Add 'id'; the caller reserved room for one more range. */
@@ -342,21 +362,7 @@ static struct node *find_child(const struct node *n,
 
 static int kids_reserve(struct node *n, uint32_t need)
 {
-    struct node **nk;
-    uint32_t cap;
-
-    if (need <= n->kcap)
-        return 0;
-    cap = n->kcap ? n->kcap : 2;
-    while (cap < need)
-        cap = cap > UINT32_MAX / 2 ? need : cap * 2;
-    if (!(nk = realloc(n->kids, cap * sizeof(*nk)))) {
-        errno = ENOMEM;
-        return -1;
-    }
-    n->kids = nk;
-    n->kcap = cap;
-    return 0;
+    return grow32((void **)&n->kids, &n->kcap, need, sizeof(*n->kids));
 }
 
 /* Insert 'k' in order; the caller reserved room. */
@@ -538,22 +544,6 @@ struct plan {
     size_t newnodes;
     size_t room; /* nodes t may still take */
 };
-
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    size_t cap2 = *cap ? *cap * 2 : 16;
-    void *np;
-
-    if (need <= *cap)
-        return 0;
-    if (!(np = realloc(*p, cap2 * size))) {
-        errno = ENOMEM;
-        return -1;
-    }
-    *p = np;
-    *cap = cap2;
-    return 0;
-}
 
 /* A deep copy of 'src', counted against plan->room. */
 static struct node *copy_node(struct plan *pl, const struct node *src)
