@@ -440,22 +440,16 @@ void jobopts_parse(const char *cmd, int argc, char **argv, struct jobopts *o)
     }
 }
 
-eddy_jobid_t jobopts_submit(const char *cmd,
-                            eddy_t *h,
-                            const struct jobopts *o,
-                            bool with_stdin)
+eddy_jobid_t jobspec_submit(const char *cmd, eddy_t *h, eddy_jobspec_t *js)
 {
     eddy_future_t *f;
     eddy_error_t err;
     json_int_t id;
     char *s;
 
-    if (eddy_jobspec_set_stdin(o->js, with_stdin) < 0)
-        cmd_die(cmd, "cannot submit the job: %s", strerror(errno));
-    f = eddy_job_submit(h, o->js);
-    if (!f) {
+    if (!(f = eddy_job_submit(h, js))) {
         /* the description itself is wrong: let the encoder say where */
-        if (errno == EINVAL && !(s = eddy_jobspec_encode(o->js, &err)))
+        if (errno == EINVAL && !(s = eddy_jobspec_encode(js, &err)))
             cmd_die(cmd, "%s", err.text);
         cmd_die(cmd, "cannot submit the job: %s", strerror(errno));
     }
@@ -465,6 +459,16 @@ eddy_jobid_t jobopts_submit(const char *cmd,
         cmd_die(cmd, "job.submit answered a negative job ID");
     eddy_future_destroy(f);
     return (eddy_jobid_t)id;
+}
+
+eddy_jobid_t jobopts_submit(const char *cmd,
+                            eddy_t *h,
+                            const struct jobopts *o,
+                            bool with_stdin)
+{
+    if (eddy_jobspec_set_stdin(o->js, with_stdin) < 0)
+        cmd_die(cmd, "cannot submit the job: %s", strerror(errno));
+    return jobspec_submit(cmd, h, o->js);
 }
 
 void jobopts_release(struct jobopts *o)

@@ -85,6 +85,11 @@ eddy_jobid_t jobopts_submit(const char *cmd,
                             const struct jobopts *o,
                             bool with_stdin);
 
+/* Submit 'js' (borrowed) through 'h' and return the job's ID, or exit
+ * with the reason it was refused; what jobopts_submit() and the nested
+ * instance commands share. */
+eddy_jobid_t jobspec_submit(const char *cmd, eddy_t *h, eddy_jobspec_t *js);
+
 /* Free o->js.  Accepts a zeroed struct. */
 void jobopts_release(struct jobopts *o);
 

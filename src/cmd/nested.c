@@ -161,10 +161,7 @@ eddy_jobid_t nested_submit(const char *cmd,
     char **full = NULL;
     int ac = 0, n;
     eddy_jobspec_t *js;
-    eddy_future_t *f;
-    eddy_error_t err;
-    json_int_t id;
-    char *text;
+    eddy_jobid_t id;
 
     argv[ac++] = (char *)nested_self();
     argv[ac++] = (char *)"start";
@@ -198,18 +195,9 @@ eddy_jobid_t nested_submit(const char *cmd,
         eddy_jobspec_set_stdin(js, false) < 0)
         cmd_die(cmd, "cannot describe the job: %s", strerror(errno));
     free(full);
-    if (!(f = eddy_job_submit(h, js))) {
-        if (errno == EINVAL && !(text = eddy_jobspec_encode(js, &err)))
-            cmd_die(cmd, "%s", err.text);
-        cmd_die(cmd, "cannot submit the job: %s", strerror(errno));
-    }
-    if (eddy_rpc_get_unpack(f, "{s:I}", "id", &id) < 0)
-        cmd_die(cmd, "%s", eddy_future_error_string(f));
-    if (id < 0)
-        cmd_die(cmd, "job.submit answered a negative job ID");
-    eddy_future_destroy(f);
+    id = jobspec_submit(cmd, h, js);
     eddy_jobspec_destroy(js);
-    return (eddy_jobid_t)id;
+    return id;
 }
 
 struct uriwatch {
