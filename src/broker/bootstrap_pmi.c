@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "eddy/pmi.h"
+#include "src/common/hex.h"
 #include "src/common/tcplisten.h"
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
@@ -255,16 +256,12 @@ int bootstrap_pmi(struct bootstrap *bs,
     /* 3. the key and our parent's address */
     if (bs->rank > 0) {
         uint32_t parent = topo_parent(bs->rank, bs->fanout);
-        size_t klen = 0;
         rc = pm->get(0, "eddy.key", val, sizeof(val));
         if (rc != 0) {
             pmi_fail(pm, "get(eddy.key)", rc, err);
             goto error;
         }
-        if (strlen(val) != 2 * sizeof(bs->key) ||
-            sodium_hex2bin(bs->key, sizeof(bs->key), val, strlen(val), NULL,
-                           &klen, NULL) < 0 ||
-            klen != sizeof(bs->key)) {
+        if (hex_decode(val, strlen(val), bs->key, sizeof(bs->key)) < 0) {
             sodium_memzero(val, sizeof(val));
             errno = EPROTO;
             errprintf(err, "%s bootstrap: eddy.key is not 64 hex digits",

@@ -26,6 +26,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include "src/common/hex.h"
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
 #include "src/common/topology.h"
@@ -87,20 +88,6 @@ static struct child_slot *child_slot(struct overlay *ov, uint32_t rank)
             return &ov->children[i];
     }
     return NULL;
-}
-
-static int hex_decode(const char *hex, unsigned char *bin, size_t binlen)
-{
-    size_t len;
-    const char *end;
-
-    if (!hex || strlen(hex) != 2 * binlen ||
-        sodium_hex2bin(bin, binlen, hex, 2 * binlen, NULL, &len, &end) < 0 ||
-        len != binlen || *end != '\0') {
-        errno = EINVAL;
-        return -1;
-    }
-    return 0;
 }
 
 /* What the MACs cover: prefix | nonce | optional decimal rank.  The prefix
@@ -479,7 +466,7 @@ static void parent_challenge(struct conn *c, const msg_t *msg)
     const char *s = NULL;
 
     if (json_unpack(msg->body, "{s:s}", "nonce", &s) < 0 ||
-        hex_decode(s, pnonce, sizeof(pnonce)) < 0) {
+        hex_decode(s, strlen(s), pnonce, sizeof(pnonce)) < 0) {
         auth_failed(ov, "malformed challenge");
         return;
     }
@@ -507,7 +494,7 @@ static void parent_welcome(struct conn *c, const msg_t *msg)
         return;
     }
     if (json_unpack(msg->body, "{s:s}", "mac", &s) < 0 ||
-        hex_decode(s, mac, sizeof(mac)) < 0) {
+        hex_decode(s, strlen(s), mac, sizeof(mac)) < 0) {
         auth_failed(ov, "malformed hello response");
         return;
     }
@@ -667,8 +654,9 @@ static void child_hello(struct conn *c, const msg_t *msg)
 
     if (json_unpack(msg->body, "{s:I s:s s:s s:s}", "rank", &rank, "hostname",
                     &host, "nonce", &nonce_hex, "mac", &mac_hex) < 0 ||
-        hex_decode(nonce_hex, cnonce, sizeof(cnonce)) < 0 ||
-        hex_decode(mac_hex, mac, sizeof(mac)) < 0 || strlen(host) > 255) {
+        hex_decode(nonce_hex, strlen(nonce_hex), cnonce, sizeof(cnonce)) < 0 ||
+        hex_decode(mac_hex, strlen(mac_hex), mac, sizeof(mac)) < 0 ||
+        strlen(host) > 255) {
         reject(c, msg, LOG_LEVEL_WARNING, "malformed hello");
         return;
     }

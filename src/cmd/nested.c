@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "jobopts.h"
 #include "nested.h"
+#include "src/common/hex.h"
 #include "src/common/token.h"
 
 /* got_term: the last SIGTERM/SIGHUP/SIGINT caught; pending: not yet
@@ -486,7 +487,6 @@ static int fetch_token(const char *cmd,
     char path[PATH_MAX];
     const char *rundir = local + strlen("local://");
     const char *slash = strrchr(rundir, '/');
-    size_t bin_len = 0;
     uint32_t node;
     int rc = -1;
 
@@ -504,10 +504,7 @@ static int fetch_token(const char *cmd,
     if (run_sealer(cmd, h, node, pkhex, path, out) < 0)
         goto done;
     out[strcspn(out, "\n")] = '\0';
-    if (strlen(out) != NESTED_SEALED_HEX ||
-        sodium_hex2bin(sealed, sizeof(sealed), out, strlen(out), NULL, &bin_len,
-                       NULL) < 0 ||
-        bin_len != sizeof(sealed) ||
+    if (hex_decode(out, strlen(out), sealed, sizeof(sealed)) < 0 ||
         crypto_box_seal_open(token, sealed, sizeof(sealed), pk, sk) < 0) {
         cmd_warn(cmd, "rank %" PRIu32 ": the sealed token does not open", node);
         goto done;
@@ -717,12 +714,9 @@ int nested_seal_token(const char *pubkey_hex, const char *path)
     unsigned char sealed[crypto_box_SEALBYTES + TOKEN_SIZE];
     char hex[2 * sizeof(sealed) + 1];
     eddy_error_t err;
-    size_t len = 0;
 
-    if (sodium_init() < 0 || strlen(pubkey_hex) != 2 * sizeof(pk) ||
-        sodium_hex2bin(pk, sizeof(pk), pubkey_hex, strlen(pubkey_hex), NULL,
-                       &len, NULL) < 0 ||
-        len != sizeof(pk)) {
+    if (sodium_init() < 0 ||
+        hex_decode(pubkey_hex, strlen(pubkey_hex), pk, sizeof(pk)) < 0) {
         fprintf(stderr, "eddy proxy: --seal-token: expected a public key of "
                         "64 hex digits\n");
         return 1;

@@ -17,6 +17,7 @@
 
 #include "errprintf.h"
 #include "token.h"
+#include "hex.h"
 
 int tcp_uri_parse(const char *uri, struct tcp_uri *u, eddy_error_t *err)
 {
@@ -171,21 +172,6 @@ int token_find(const struct tcp_uri *u,
     return errprintf(err, "no token for instance tcp://%s:%s at %.*s%s%.*s",
                      u->host, u->port, 100, paths[0], n > 1 ? " or " : "", 100,
                      n > 1 ? paths[1] : "");
-}
-
-static int hex_decode(const char *hex,
-                      size_t hexlen,
-                      unsigned char *out,
-                      size_t outlen)
-{
-    size_t bin_len = 0;
-
-    if (hexlen != 2 * outlen)
-        return -1;
-    if (sodium_hex2bin(out, outlen, hex, hexlen, NULL, &bin_len, NULL) != 0 ||
-        bin_len != outlen)
-        return -1;
-    return 0;
 }
 
 int token_read(const char *path,

@@ -1,0 +1,17 @@
+/* hex.h - binary values written as hex digits (keys, nonces, MACs, sealed
+ * tokens on the wire and in files). */
+#ifndef EDDY_COMMON_HEX_H
+#define EDDY_COMMON_HEX_H
+
+#include <stddef.h>
+
+/* Decode exactly 'outlen' bytes from the 'hexlen' hex digits at 'hex'
+ * (no separators, nothing after them).  -1 with errno EINVAL if 'hex' is
+ * NULL, has another length or a non-hex digit; 'out' may then be partly
+ * written. */
+int hex_decode(const char *hex,
+               size_t hexlen,
+               unsigned char *out,
+               size_t outlen);
+
+#endif /* !EDDY_COMMON_HEX_H */
