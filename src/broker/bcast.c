@@ -600,8 +600,15 @@ static void on_open_answer(broker_rpc_t *rpc, const msg_t *msg, void *arg)
 
     c->open_rpc = NULL;
     broker_rpc_destroy(rpc);
-    if (!msg->errnum && c->shm &&
-        json_unpack(msg->body, "{s:b}", "shm", &shm) == 0 && shm) {
+    if (msg->errnum) {
+        /* the child has no session: say why, not "no such session" later */
+        bcast_shm_destroy(c->shm);
+        c->shm = NULL;
+        child_fail(c, (int)msg->errnum, msg_errstr(msg));
+        session_check_done(c->s);
+        return;
+    }
+    if (c->shm && json_unpack(msg->body, "{s:b}", "shm", &shm) == 0 && shm) {
         c->shm_ok = true;
         bcast_shm_close_fd(c->shm); /* mapped on both sides now */
     } else {
@@ -1058,6 +1065,13 @@ static void commit_handler(broker_req_t *req, void *arg)
     info.mtime_nsec = (uint32_t)nsec;
     s->committing = true;
     s->commit_req = broker_req_incref(req);
+    /* The sender has said everything: what is left is this node's
+     * checks and extraction and its children's, whose loss surfaces as
+     * an error on their requests.  A timeout now would abort a slow but
+     * healthy commit (a large tree takes a while to extract) and lose
+     * every node's result. */
+    if (s->timer_init)
+        uv_timer_stop(&s->timer);
     /* the local result */
     if (s->local) {
         /* a file in the tmpdir went with the job: say so rather than
