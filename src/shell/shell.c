@@ -1750,7 +1750,7 @@ static void on_pl_fence(eddy_future_t *f, void *arg)
     json_int_t count;
     const void *data;
     size_t len;
-    eddy_error_t e;
+    eddy_error_t e, why;
 
     if (eddy_rpc_get_unpack(f, "{s:I}", "count", &count) < 0 ||
         eddy_rpc_get_raw(f, &data, &len) < 0) {
@@ -1762,8 +1762,8 @@ static void on_pl_fence(eddy_future_t *f, void *arg)
         errprintf(&e, "node %u: shell.start: out of memory", sh->broker_rank);
         goto fail;
     }
-    if (plugin_pt_merge(pt, data, len, &e) < 0) {
-        errprintf(&e, "node %u: shell.start: %s", sh->broker_rank, e.text);
+    if (plugin_pt_merge(pt, data, len, &why) < 0) {
+        errprintf(&e, "node %u: shell.start: %s", sh->broker_rank, why.text);
         goto fail;
     }
     if (!proctable_is_complete(pt, sh->slice->size)) {
@@ -1797,11 +1797,11 @@ static int plugins_exchange(struct shell *sh)
     char *key = NULL, *value = NULL, *buf = NULL, *text = NULL;
     size_t klen, vlen;
     json_t *o = NULL;
-    eddy_error_t e;
+    eddy_error_t e, why;
 
-    if (!(pt = local_proctable(sh, &e))) {
+    if (!(pt = local_proctable(sh, &why))) {
         errprintf(&e, "node %u: shell.start: process table: %s",
-                  sh->broker_rank, e.text);
+                  sh->broker_rank, why.text);
         goto fail;
     }
     if (sh->slice->nnodes <= 1) {
