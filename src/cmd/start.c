@@ -46,6 +46,7 @@
 #include "cmd.h"
 #include "src/common/tcplisten.h"
 #include "src/common/idset.h"
+#include "src/common/rmtree.h"
 #include "src/common/topology.h"
 
 extern char **environ;
@@ -184,29 +185,6 @@ static void find_broker(struct start *st)
         }
     }
     snprintf(st->broker_path, sizeof(st->broker_path), "eddy-broker");
-}
-
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    while ((e = readdir(d))) {
-        char sub[PATH_MAX];
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-        if (e->d_type == DT_DIR)
-            remove_tree(sub);
-        else
-            unlink(sub);
-    }
-    closedir(d);
-    rmdir(path);
 }
 
 static int write_key(const char *path)
@@ -1063,8 +1041,14 @@ static int start_run(int argc, char **argv)
         close(pipefds[0]);
 
     /* 5. clean up and report */
-    if (st.own_rundir)
-        remove_tree(st.rundir);
+    if (st.own_rundir) {
+        eddy_error_t err;
+
+        if (rmtree(st.rundir, &err) < 0 && errno != ENOENT) {
+            cmd_warn("start", "cannot remove the run directory: %s", err.text);
+            clean = false;
+        }
+    }
     if (st.own_rundir)
         free(st.rundir);
     free(st.procs);
