@@ -70,6 +70,7 @@
 #include "src/common/errprintf.h"
 #include "src/common/idset.h"
 #include "src/common/log.h"
+#include "src/common/hex.h"
 #include "src/common/relpath.h"
 #include "src/common/topology.h"
 
@@ -1020,20 +1021,6 @@ malformed:
                          "before the commit");
 }
 
-/* "hash": 32 hex digits */
-static int hash_decode(const char *hex, uint8_t out[BCAST_HASH_SIZE])
-{
-    if (!hex || strlen(hex) != 2 * BCAST_HASH_SIZE)
-        return -1;
-    for (int i = 0; i < BCAST_HASH_SIZE; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 static void commit_handler(broker_req_t *req, void *arg)
 {
     struct bcast_ctx *ctx = arg;
@@ -1052,7 +1039,7 @@ static void commit_handler(broker_req_t *req, void *arg)
                     &mode, "mtime", &mtime, "mtime_nsec", &nsec, "hash",
                     &hash) < 0 ||
         size < 0 || mode < 0 || mode > 07777 || nsec < 0 || nsec > 999999999 ||
-        hash_decode(hash, info.hash) < 0) {
+        hex_decode(hash, strlen(hash), info.hash, BCAST_HASH_SIZE) < 0) {
         broker_respond_error(req, EPROTO,
                              "bcast.commit: expected {\"sid\", \"size\", "
                              "\"mode\", \"mtime\", \"mtime_nsec\", \"hash\"}, "

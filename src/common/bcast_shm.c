@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bcast_shm.h"
+#include "hex.h"
 #include "errprintf.h"
 
 #define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
@@ -32,36 +33,6 @@ struct bcast_shm {
     bool writer; /* the sender's read-write mapping */
     char cookie[BCAST_SHM_COOKIE_HEX];
 };
-
-static void to_hex(const unsigned char *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 0xf];
-    }
-    out[2 * n] = '\0';
-}
-
-static int from_hex(const char *s, unsigned char *b, size_t n)
-{
-    if (!s || strlen(s) != 2 * n)
-        return -1;
-    for (size_t i = 0; i < 2 * n; i++) {
-        char c = s[i];
-        int v = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                       : -1;
-        if (v < 0)
-            return -1;
-        if (i % 2 == 0)
-            b[i / 2] = (unsigned char)(v << 4);
-        else
-            b[i / 2] |= (unsigned char)v;
-    }
-    return 0;
-}
 
 bcast_shm_t *bcast_shm_create(eddy_error_t *err)
 {
@@ -81,7 +52,7 @@ bcast_shm_t *bcast_shm_create(eddy_error_t *err)
         errprintf(err, "bcast: shared memory: getrandom: %s", strerror(errno));
         goto error;
     }
-    to_hex(raw, sizeof(raw), m->cookie);
+    hex_encode(raw, sizeof(raw), m->cookie);
     m->fd = memfd_create("eddy-bcast", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (m->fd < 0) {
         errprintf(err, "bcast: shared memory: memfd_create: %s",
@@ -118,7 +89,8 @@ bcast_shm_t *bcast_shm_attach(pid_t pid,
     bcast_shm_t *m;
     int seals;
 
-    if (pid <= 0 || fd < 0 || from_hex(cookie, want, sizeof(want)) < 0) {
+    if (pid <= 0 || fd < 0 || !cookie ||
+        hex_decode(cookie, strlen(cookie), want, sizeof(want)) < 0) {
         errno = EINVAL;
         errprintf(err, "bcast: shared memory: bad pid, fd or cookie");
         return NULL;

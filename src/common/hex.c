@@ -19,3 +19,8 @@ int hex_decode(const char *hex,
     }
     return 0;
 }
+
+void hex_encode(const unsigned char *b, size_t n, char *out)
+{
+    sodium_bin2hex(out, 2 * n + 1, b, n);
+}

@@ -14,4 +14,8 @@ int hex_decode(const char *hex,
                unsigned char *out,
                size_t outlen);
 
+/* Write the 'n' bytes at 'b' as 2n lower-case hex digits and a NUL into
+ * 'out' (room for 2n + 1). */
+void hex_encode(const unsigned char *b, size_t n, char *out);
+
 #endif /* !EDDY_COMMON_HEX_H */

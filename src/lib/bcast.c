@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "eddy/bcast.h"
+#include "src/common/hex.h"
 #include "src/common/bcast_proto.h"
 #include "src/common/bcast_src.h"
 #include "src/common/bcast_tree.h"
@@ -181,8 +182,7 @@ static void send_commit(struct bcast *st)
         return;
     }
     st->total = (int64_t)info.size;
-    for (int i = 0; i < BCAST_HASH_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", info.hash[i]);
+    hex_encode(info.hash, BCAST_HASH_SIZE, hex);
     body = json_pack("{s:I s:I s:I s:I s:I s:s}", "sid", (json_int_t)st->sid,
                      "size", (json_int_t)info.size, "mode",
                      (json_int_t)info.mode, "mtime", (json_int_t)info.mtime_sec,

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/common/hex.h"
 #include "src/common/errprintf.h"
 #include "src/shell/plugin.h"
 #include "src/shell/taskenv.h"
@@ -541,8 +542,6 @@ void plugins_kill_spawned(eddy_shell_t *ps)
 
 /* --- the process table exchange ----------------------------------------- */
 
-static const char hexdigits[] = "0123456789abcdef";
-
 int plugin_pt_record(proctable_t *local,
                      uint32_t node_index,
                      char **key,
@@ -551,7 +550,6 @@ int plugin_pt_record(proctable_t *local,
     void *buf = NULL;
     size_t len = 0;
     char *k = NULL, *v = NULL;
-    const unsigned char *b;
 
     if (!local || !key || !value) {
         errno = EINVAL;
@@ -566,25 +564,11 @@ int plugin_pt_record(proctable_t *local,
         errno = ENOMEM;
         return -1;
     }
-    b = buf;
-    for (size_t i = 0; i < len; i++) {
-        v[2 * i] = hexdigits[b[i] >> 4];
-        v[2 * i + 1] = hexdigits[b[i] & 15];
-    }
-    v[2 * len] = '\0';
+    hex_encode(buf, len, v);
     free(buf);
     *key = k;
     *value = v;
     return 0;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
 }
 
 int plugin_pt_merge(proctable_t *pt,
@@ -621,13 +605,9 @@ int plugin_pt_merge(proctable_t *pt,
             errno = ENOMEM;
             return errprintf(err, "proctable exchange: out of memory");
         }
-        for (size_t i = 0; i < vlen / 2; i++) {
-            int hi = hexval(val[2 * i]), lo = hexval(val[2 * i + 1]);
-            if (hi < 0 || lo < 0) {
-                free(bin);
-                goto badhex;
-            }
-            bin[i] = (unsigned char)(hi << 4 | lo);
+        if (hex_decode(val, vlen, bin, vlen / 2) < 0) {
+            free(bin);
+            goto badhex;
         }
         rc = proctable_merge_encoded(pt, bin, vlen / 2, &e);
         free(bin);
